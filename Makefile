@@ -1,0 +1,30 @@
+# oversmooth: `make demo` runs the whole pipeline on the embedded CPU default; `make test` runs the tests.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CORES ?= all
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test dryrun clean
+
+install: $(STAMP)
+
+# torch first, pinned: an unpinned torch pulls a multi-GB CUDA build (elsewhere the pin gets the normal build).
+$(STAMP): pyproject.toml requirements-nodeps.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
+	touch $@
+
+demo: install
+	$(BIN)/snakemake --cores $(CORES) all
+
+test: install
+	$(BIN)/python -m pytest
+
+dryrun: install
+	$(BIN)/snakemake -n all
+
+clean:
+	rm -rf results .snakemake

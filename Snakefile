@@ -1,0 +1,28 @@
+# oversmooth: how the softmax bottleneck makes byte-level language models oversmooth.
+#   snakemake --cores all all                                  embedded CPU default (config/config.yaml)
+#   snakemake --configfile config/thesis.yaml ... all          thesis scale
+from pathlib import Path
+
+from snakemake.utils import min_version
+
+from oversmooth.config import validate_config
+
+min_version("9.0")
+
+ROOT = Path(workflow.basedir)
+
+
+configfile: ROOT / "config" / "config.yaml"
+
+
+validate_config(config, ROOT / "config" / "schema" / "config.schema.yaml")
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

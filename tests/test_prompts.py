@@ -1,0 +1,78 @@
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from oversmooth.prompts import (
+    DEFAULT_SENTENCE_MARKS,
+    PROMPTS_SCHEMA,
+    PromptError,
+    PromptSpec,
+    select_prompts,
+    sentence_start_pattern,
+    sentence_starts,
+    write_prompts,
+)
+
+SPEC = PromptSpec(n_prompts=12, window=40, context_bytes=30, prompt_bytes=10, continuation_bytes=50)
+
+
+def _eval_pool(path, texts, group_rows=3):
+    table = pa.table(
+        {"doc_id": [f"d:{i}" for i in range(len(texts))], "source": ["d"] * len(texts), "text": [t.encode() for t in texts]}
+    )
+    pq.write_table(table, path, row_group_size=group_rows)  # several row groups, like a large pool
+    return path
+
+
+@pytest.fixture
+def pool(tmp_path):
+    texts = [" ".join(f"Doc {d} line {i} ends here! Then? More.\nNext" for i in range(30)) for d in range(8)]
+    return _eval_pool(tmp_path / "eval_docs.parquet", texts)
+
+
+def test_sentence_starts_hand_made():
+    text = b"One. Two!  Three? four\nFive.\n\nSix"
+    starts = sentence_starts(text, sentence_start_pattern(DEFAULT_SENTENCE_MARKS))
+    # after ". " -> "Two"; "!  " is followed by a space (no start); "? " -> "four"; "\n" -> "Five"; "\n\n" -> "Six"
+    assert [text[s : s + 3] for s in starts] == [b"Two", b"fou", b"Fiv", b"Six"]
+
+
+def test_every_prompt_starts_after_a_sentence_end(pool):
+    table = select_prompts(pool, SPEC, seed=1)
+    assert table.schema == PROMPTS_SCHEMA
+    texts = dict(zip(pq.read_table(pool).column("doc_id").to_pylist(), pq.read_table(pool).column("text").to_pylist()))
+    marks = [m.encode() for m in DEFAULT_SENTENCE_MARKS]
+    for row in table.to_pylist():
+        text, start = texts[row["doc_id"]], row["offset"]
+        assert any(text[:start].endswith(m) for m in marks), row
+        assert not row["window"][:1].isspace()
+        assert row["window"] == text[start : start + SPEC.window]
+        assert row["context"] == text[max(0, start - SPEC.context_bytes) : start]
+        assert row["sample_prefix"] == text[start : start + SPEC.prompt_bytes]
+        assert row["human_continuation"] == text[start + SPEC.prompt_bytes : start + SPEC.prompt_bytes + SPEC.continuation_bytes]
+        assert len(row["human_continuation"]) == SPEC.continuation_bytes
+
+
+def test_prompts_do_not_overlap_and_are_seeded(pool):
+    table = select_prompts(pool, SPEC, seed=1)
+    rows = table.to_pylist()
+    assert [r["prompt_id"] for r in rows] == list(range(SPEC.n_prompts))
+    for a in rows:
+        for b in rows:
+            if a is not b and a["doc_id"] == b["doc_id"]:
+                assert abs(a["offset"] - b["offset"]) >= SPEC.span
+    assert select_prompts(pool, SPEC, seed=1).equals(table)
+    assert not select_prompts(pool, SPEC, seed=2).equals(table)
+
+
+def test_too_few_prompts_is_an_error_with_the_numbers(tmp_path):
+    small = _eval_pool(tmp_path / "small.parquet", ["Intro. " + "x" * 100, "Short. text."])
+    with pytest.raises(PromptError, match=r"2 documents, .* supplies only 1 non-overlapping prompts, but eval.n_prompts asks for 12"):
+        select_prompts(small, SPEC, seed=0)
+
+
+def test_write_prompts_is_atomic_and_readable(pool, tmp_path):
+    out = tmp_path / "prompts.parquet"
+    write_prompts(pool, out, SPEC, seed=4)
+    assert pq.read_table(out).num_rows == SPEC.n_prompts
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["eval_docs.parquet", "prompts.parquet"]

@@ -1,0 +1,100 @@
+"""Snakemake end to end on config/smoke.yaml, in a temporary working directory."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from oversmooth.io import sha256_file
+
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+
+
+def snakemake(repo, workdir, *args, overrides=(), check=True):
+    """Run Snakemake on the smoke config (plus override config files) in `workdir`."""
+    configs = [str(repo / "config" / "smoke.yaml"), *map(str, overrides)]
+    cmd = [
+        str(SNAKEMAKE), "-s", str(repo / "Snakefile"), "--directory", str(workdir),
+        "--configfile", *configs, "--cores", "2", *args,
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if check and result.returncode != 0:
+        pytest.fail(f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def planned_rules(output: str) -> set[str]:
+    """Rule names in a `snakemake -n` job table."""
+    rules, in_table = set(), False
+    for line in output.splitlines():
+        if line.startswith("job ") and "count" in line:
+            in_table = True
+            continue
+        if in_table:
+            parts = line.split()
+            if not parts or line.startswith("total"):
+                break
+            if not line.startswith("-"):
+                rules.add(parts[0])
+    return rules
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    repo = Path(__file__).resolve().parents[1]
+    workdir = tmp_path_factory.mktemp("smoke")
+    dry = snakemake(repo, workdir, "-n", "all")
+    snakemake(repo, workdir, "all")
+    return repo, workdir, dry.stdout + dry.stderr
+
+
+@pytest.mark.workflow
+def test_dry_run_lists_the_data_rules(smoke_run):
+    _, _, dry_output = smoke_run
+    assert {"prepare_corpus", "select_prompts", "all"} <= planned_rules(dry_output)
+
+
+@pytest.mark.workflow
+def test_smoke_run_produces_shards_prompts_and_manifest(smoke_run):
+    _, workdir, _ = smoke_run
+    data = workdir / "results" / "data"
+    manifest = json.loads((data / "manifest.json").read_text())
+    for split in ("train", "val"):
+        shard = np.memmap(data / f"{split}.bin", dtype=np.uint8, mode="r")
+        assert shard.size == manifest["splits"][split]["bytes"] > 0
+        assert sha256_file(data / f"{split}.bin") == manifest["splits"][split]["sha256"]
+    assert manifest["sources"][0]["bytes"] == 600000  # smoke budget
+    prompts = pq.read_table(data / "prompts.parquet")
+    assert prompts.num_rows == 8
+    assert (workdir / "results" / "logs" / "data" / "prepare_corpus.log").read_text().count("wrote train") == 1
+    assert (workdir / "results" / "benchmarks" / "data" / "prepare_corpus.tsv").exists()
+
+
+@pytest.mark.workflow
+def test_rerun_after_a_complete_run_has_nothing_to_do(smoke_run):
+    repo, workdir, _ = smoke_run
+    result = snakemake(repo, workdir, "-n", "all")
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+@pytest.mark.workflow
+def test_changing_a_prompt_setting_reruns_only_the_prompts(smoke_run, tmp_path):
+    repo, workdir, _ = smoke_run
+    override = tmp_path / "fewer_prompts.yaml"
+    override.write_text("eval:\n  n_prompts: 5\n")
+    result = snakemake(repo, workdir, "-n", "all", overrides=[override])
+    assert planned_rules(result.stdout + result.stderr) == {"select_prompts", "all"}
+
+
+@pytest.mark.workflow
+def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path, repo):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("eval:\n  window: -5\n")
+    cmd = [str(SNAKEMAKE), "-s", str(repo / "Snakefile"), "--directory", str(tmp_path), "--configfile", str(bad), "-n"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "eval.window: -5 is less than the minimum of 1" in result.stdout + result.stderr

@@ -1,0 +1,19 @@
+"""Snakemake adapter: build the byte shards, eval pool and manifest (rule prepare_corpus)."""
+
+from oversmooth.data import CorpusPaths, build_corpus
+from oversmooth.logs import log_to_file
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+
+with log_to_file(smk.log[0]):
+    out = smk.output
+    build_corpus(
+        smk.params.sources,
+        CorpusPaths(out.train, out.val, out.eval_docs, out.documents, out.manifest),
+        seed=smk.params.seed,
+        val_fraction=smk.params.val_fraction,
+        eval_fraction=smk.params.eval_fraction,
+        separator=smk.params.separator,
+        invalid_utf8=smk.params.invalid_utf8,
+        on_shortfall=smk.params.on_shortfall,
+    )

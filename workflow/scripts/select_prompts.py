@@ -1,0 +1,18 @@
+"""Snakemake adapter: choose the evaluation and sampling prompts (rule select_prompts)."""
+
+from oversmooth.logs import log_to_file
+from oversmooth.prompts import PromptSpec, write_prompts
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+
+with log_to_file(smk.log[0]):
+    p = smk.params
+    spec = PromptSpec(
+        n_prompts=p.n_prompts,
+        window=p.window,
+        context_bytes=p.context_bytes,
+        prompt_bytes=p.prompt_bytes,
+        continuation_bytes=p.continuation_bytes,
+        sentence_marks=tuple(p.sentence_marks),
+    )
+    write_prompts(smk.input.eval_docs, smk.output.prompts, spec, seed=p.seed)
