@@ -20,6 +20,8 @@ validate_config(config, ROOT / "config" / "schema" / "config.schema.yaml")
 
 include: "rules/common.smk"
 include: "rules/data.smk"
+include: "rules/train.smk"
+include: "rules/report.smk"
 
 
 rule all:

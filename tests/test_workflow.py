@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -53,9 +54,10 @@ def smoke_run(tmp_path_factory):
 
 
 @pytest.mark.workflow
-def test_dry_run_lists_the_data_rules(smoke_run):
+def test_dry_run_lists_every_rule(smoke_run):
     _, _, dry_output = smoke_run
-    assert {"prepare_corpus", "select_prompts", "all"} <= planned_rules(dry_output)
+    expected = {"prepare_corpus", "select_prompts", "train_model", "evaluate_model", "table_3_1", "figure_3_1", "all"}
+    assert planned_rules(dry_output) == expected
 
 
 @pytest.mark.workflow
@@ -72,6 +74,33 @@ def test_smoke_run_produces_shards_prompts_and_manifest(smoke_run):
     assert prompts.num_rows == 8
     assert (workdir / "results" / "logs" / "data" / "prepare_corpus.log").read_text().count("wrote train") == 1
     assert (workdir / "results" / "benchmarks" / "data" / "prepare_corpus.tsv").exists()
+
+
+@pytest.mark.workflow
+def test_smoke_run_trains_every_model_and_writes_table_3_1(smoke_run):
+    _, workdir, _ = smoke_run
+    results = workdir / "results"
+    table = pd.read_csv(results / "tables" / "table_3_1.csv")
+    assert table["model"].tolist() == ["bn-4", "bn-64", "gt-nanogpt"]
+    assert table["heldout_loss"].notna().all() and (table["accuracy_pct"] > 0).all()
+    for model in ("bn-4", "bn-64", "gt-nanogpt"):
+        folder = results / "models" / model
+        assert sorted(p.name for p in folder.iterdir()) == ["best.pt", "config.json", "last.pt", "train_log.csv"]
+        assert "reached max_iters" in (results / "logs" / "train" / f"{model}.log").read_text()
+    for ext in ("png", "pdf"):
+        assert (results / "figures" / f"figure_3_1.{ext}").stat().st_size > 1000
+
+
+@pytest.mark.workflow
+def test_changing_one_bottleneck_reruns_only_that_model_and_its_descendants(smoke_run, tmp_path):
+    repo, workdir, _ = smoke_run
+    override = tmp_path / "bn4_longer.yaml"
+    override.write_text("model_overrides:\n  bn-4:\n    train: {max_iters: 30}\n")
+    result = snakemake(repo, workdir, "-n", "all", overrides=[override])
+    output = result.stdout + result.stderr
+    assert planned_rules(output) == {"train_model", "evaluate_model", "table_3_1", "figure_3_1", "all"}
+    assert "wildcards: model=bn-4" in output
+    assert "model=bn-64" not in output and "model=gt-nanogpt" not in output
 
 
 @pytest.mark.workflow

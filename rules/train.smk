@@ -1,0 +1,49 @@
+# Training stage: the bottlenecked family bn-<k> and nanogpt ground truths gt-<name> (thesis ch. 3).
+
+
+wildcard_constraints:
+    model=r"bn-\d+|gt-[A-Za-z0-9_.]+",
+
+
+rule train_model:
+    input:
+        train=data_path("train.bin"),
+        val=data_path("val.bin"),
+    output:
+        best=model_path("{model}", "best.pt"),
+        last=model_path("{model}", "last.pt"),
+        train_log=model_path("{model}", "train_log.csv"),
+        config=model_path("{model}", "config.json"),
+    params:
+        settings=lambda w: training_settings(config, w.model),
+    threads: lambda w: training_settings(config, w.model)["train"]["threads"]
+    resources:
+        gpu=lambda w: config["resources"]["train_gpus"],
+    log:
+        log_path("train", "{model}"),
+    benchmark:
+        benchmark_path("train", "{model}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/train_model.py"
+
+
+rule evaluate_model:
+    input:
+        unpack(evaluation_inputs),
+    output:
+        RESULTS + "/eval/{model}.json",
+    params:
+        evaluation=config["evaluation"],
+        ground_truth=lambda w: hf_ground_truth(w.model),
+        seed=config["seed"],
+    threads: 1
+    log:
+        log_path("eval", "{model}"),
+    benchmark:
+        benchmark_path("eval", "{model}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/evaluate_model.py"

@@ -1,0 +1,90 @@
+"""One interface for every model the pipeline compares: next-byte log-probabilities over 256 bytes.
+
+`GPTByteLM` wraps our trained GPTs; `HFByteLM` wraps any causal byte-level model that
+`transformers` loads from a local path (the thesis's EvaByte: 320 outputs, the 256 byte tokens a
+contiguous slice starting at `byte_offset`, a BOS token prepended to every input).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+
+from oversmooth.model import GPT, VOCAB_SIZE
+
+
+class ByteLM(Protocol):
+    name: str
+    block_size: int
+
+    def next_byte_logprobs(self, x: torch.Tensor) -> torch.Tensor:
+        """For bytes x (B, T), log p(x[:, t+1] | x[:, :t+1]) over all 256 bytes: shape (B, T, 256), float32."""
+        ...
+
+
+@dataclass
+class GPTByteLM:
+    name: str
+    model: GPT
+
+    @property
+    def block_size(self) -> int:
+        return self.model.config.block_size
+
+    @torch.no_grad()
+    def next_byte_logprobs(self, x: torch.Tensor) -> torch.Tensor:
+        logits, _ = self.model(x.to(next(self.model.parameters()).device))
+        return F.log_softmax(logits.float(), dim=-1)
+
+
+@dataclass
+class HFByteLM:
+    name: str
+    model: torch.nn.Module
+    byte_offset: int
+    bos_id: int | None
+    block_size: int
+
+    @torch.no_grad()
+    def next_byte_logprobs(self, x: torch.Tensor) -> torch.Tensor:
+        device = next(self.model.parameters()).device
+        ids = x.to(device) + self.byte_offset
+        if self.bos_id is not None:
+            bos = torch.full((ids.size(0), 1), self.bos_id, dtype=ids.dtype, device=device)
+            ids = torch.cat([bos, ids], dim=1)
+        logits = self.model(input_ids=ids).logits.float()
+        if self.bos_id is not None:
+            logits = logits[:, 1:]  # the output after BOS predicts the first byte, which x does not ask for
+        return F.log_softmax(logits[..., self.byte_offset : self.byte_offset + VOCAB_SIZE], dim=-1)
+
+
+def load_hf_byte_lm(
+    name: str,
+    path: str | os.PathLike,
+    *,
+    byte_offset: int = 0,
+    bos_id: int | None = None,
+    dtype: str = "float32",
+    trust_remote_code: bool = False,
+    block_size: int | None = None,
+    device: str | torch.device = "cpu",
+) -> HFByteLM:
+    """Load a causal byte-level LM with `transformers` from a local folder (never from a hub)."""
+    from transformers import AutoModelForCausalLM
+
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"ground truth {name!r}: no model folder at {path!r} (config `ground_truths[].path`)")
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code, local_files_only=True
+    )
+    n_outputs = model.get_output_embeddings().weight.shape[0]
+    if byte_offset < 0 or byte_offset + VOCAB_SIZE > n_outputs:
+        raise ValueError(
+            f"ground truth {name!r}: byte_offset {byte_offset} + 256 exceeds the model's {n_outputs} outputs"
+        )
+    limit = block_size or getattr(model.config, "max_position_embeddings", None) or 1024
+    return HFByteLM(name, model.to(device).eval(), byte_offset, bos_id, int(limit) - (bos_id is not None))

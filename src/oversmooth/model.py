@@ -1,0 +1,174 @@
+"""A byte-level GPT-2-style decoder with the thesis's softmax bottleneck before the head (Figure 2.1).
+
+nanoGPT anatomy: learned positional embeddings, pre-LayerNorm blocks, causal
+`scaled_dot_product_attention`, GELU MLP, dropout. The head is either the bottleneck
+`Linear(n_embd, k) -> LayerNorm(k) -> Linear(k, 256, bias=False)` (so logits lie in a k-dimensional
+space and log-probabilities have rank at most k + 1), or, with `bottleneck: null`, a plain
+`Linear(n_embd, 256, bias=False)` (the ground-truth models).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+VOCAB_SIZE = 256
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Shape of a model. `bottleneck` is k, the head's input dimension; None for a plain head."""
+
+    block_size: int = 256
+    n_layer: int = 2
+    n_head: int = 4
+    n_embd: int = 256
+    dropout: float = 0.0
+    bias: bool = True
+    bottleneck: int | None = None
+    vocab_size: int = VOCAB_SIZE
+
+    def __post_init__(self):
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        if self.bottleneck is not None and self.bottleneck < 1:
+            raise ValueError(f"bottleneck must be a positive dimension, got {self.bottleneck}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.n_head = config.n_head
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = config.dropout
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+        )
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class BottleneckHead(nn.Module):
+    """`Linear(n_embd, k) -> LayerNorm(k) -> Linear(k, vocab, bias=False)`: the softmax bottleneck."""
+
+    def __init__(self, n_embd: int, k: int, vocab_size: int):
+        super().__init__()
+        self.down = nn.Linear(n_embd, k)
+        self.norm = nn.LayerNorm(k)
+        self.out = nn.Linear(k, vocab_size, bias=False)
+
+    def bottleneck(self, h: torch.Tensor) -> torch.Tensor:
+        """The k-dimensional input of the output matrix (the post-bottleneck representation)."""
+        return self.norm(self.down(h))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.out(self.bottleneck(h))
+
+
+class PlainHead(nn.Module):
+    """`Linear(n_embd, vocab, bias=False)`: no bottleneck (full rank when n_embd >= vocab)."""
+
+    def __init__(self, n_embd: int, vocab_size: int):
+        super().__init__()
+        self.out = nn.Linear(n_embd, vocab_size, bias=False)
+
+    def bottleneck(self, h: torch.Tensor) -> torch.Tensor:
+        return h
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.out(h)
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.block_size, config.n_embd)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+        if config.bottleneck is None:
+            self.head: BottleneckHead | PlainHead = PlainHead(config.n_embd, config.vocab_size)
+        else:
+            self.head = BottleneckHead(config.n_embd, config.bottleneck, config.vocab_size)
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # GPT-2's scaled init of residual projections
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def features(self, idx: torch.Tensor) -> torch.Tensor:
+        """The final hidden states (after `ln_f`): the pre-bottleneck representation, shape (B, T, n_embd)."""
+        B, T = idx.shape
+        if T > self.config.block_size:
+            raise ValueError(f"sequence of {T} bytes exceeds block_size {self.config.block_size}")
+        pos = torch.arange(T, device=idx.device)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        for block in self.blocks:
+            x = block(x)
+        return self.ln_f(x)
+
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Logits (B, T, 256) for every position and, given targets, the mean cross-entropy."""
+        logits = self.head(self.features(idx))
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss
+
+    def output_matrix(self) -> torch.Tensor:
+        """W, the (256 x k) matrix that maps the head's input to logits."""
+        return self.head.out.weight

@@ -1,0 +1,431 @@
+"""Training of byte-level GPTs (thesis §3.3): AdamW, warm-up + cosine decay, gradient accumulation,
+periodic evaluation, early stopping, checkpoints that survive SIGTERM, and DDP through torchrun.
+
+Data order does not depend on the number of processes: every iteration draws `grad_accum`
+micro-batches from one seeded stream, and with DDP rank r takes micro-batches r, r + W, ...; the
+averaged gradient is then the single-process one. Everything that evolves (weights, optimizer,
+data and dropout generators, counters, the log) is in the resume state, so a run interrupted and
+resumed reaches the same final weights as one that was not.
+
+Run as `python -m oversmooth.train SPEC.json` (or under `torchrun`); the Snakemake rule writes the spec.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import os
+import signal
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from oversmooth.data import read_shard
+from oversmooth.io import atomic_path, write_json
+from oversmooth.logs import get_logger, log_to_file
+from oversmooth.model import GPT, GPTConfig
+
+log = get_logger("train")
+
+LOG_COLUMNS = ("iteration", "tokens_seen", "train_loss", "val_loss", "lr", "seconds")
+PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM, what SLURM and shells report for a terminated job
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings (thesis footnote in §3.3 for the thesis values)."""
+
+    batch_size: int = 16
+    grad_accum: int = 1
+    max_iters: int = 1000
+    learning_rate: float = 3e-4
+    min_lr: float = 3e-5
+    warmup_iters: int = 100
+    lr_decay_iters: int | None = None  # default: max_iters
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    eval_interval: int = 100
+    eval_iters: int = 20
+    patience: int = 5
+    seed: int = 1234
+    threads: int = 1
+    compile: bool = False
+
+
+@dataclass
+class TrainSpec:
+    """Everything one training job needs; serialised to JSON for `python -m oversmooth.train`."""
+
+    name: str
+    model: dict
+    train: dict
+    train_bin: str
+    val_bin: str
+    out_dir: str
+    log_file: str | None = None
+    stop_after_iters: int | None = None  # testing aid: behave as if SIGTERM arrived after this iteration
+
+    def model_config(self) -> GPTConfig:
+        return GPTConfig(**self.model)
+
+    def train_config(self) -> TrainConfig:
+        return TrainConfig(**self.train)
+
+    def fingerprint(self) -> str:
+        """Hash of every setting that shapes the result; a resume state from other settings is not used."""
+        key = json.dumps({"model": self.model, "train": self.train, "train_bin": self.train_bin}, sort_keys=True)
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+@dataclass
+class TrainState:
+    """What changes during training, beyond the model and optimizer."""
+
+    iteration: int = 0
+    tokens_seen: int = 0
+    best_val_loss: float = math.inf
+    best_iteration: int = -1
+    evals_without_improvement: int = 0
+    stopped: str = ""
+    rows: list[dict] = field(default_factory=list)
+
+
+def learning_rate(it: int, cfg: TrainConfig) -> float:
+    """Linear warm-up to `learning_rate`, then cosine decay to `min_lr` at `lr_decay_iters`."""
+    decay_iters = cfg.lr_decay_iters or cfg.max_iters
+    if it < cfg.warmup_iters:
+        return cfg.learning_rate * (it + 1) / (cfg.warmup_iters + 1)
+    if it >= decay_iters:
+        return cfg.min_lr
+    ratio = (it - cfg.warmup_iters) / max(1, decay_iters - cfg.warmup_iters)
+    return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg.learning_rate - cfg.min_lr)
+
+
+def sample_windows(data: np.ndarray, rng: np.random.Generator, n: int, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`n` random windows of `block_size + 1` bytes, as (inputs, next-byte targets) int64 tensors."""
+    if len(data) <= block_size + 1:
+        raise ValueError(f"a shard of {len(data)} bytes is too short for block_size {block_size}")
+    starts = rng.integers(0, len(data) - block_size - 1, size=n)
+    windows = np.stack([np.asarray(data[s : s + block_size + 1], dtype=np.int64) for s in starts])
+    tensor = torch.from_numpy(windows)
+    return tensor[:, :-1], tensor[:, 1:]
+
+
+# ----------------------------------------------------------------------------------------------
+# Device and distribution
+
+
+@dataclass(frozen=True)
+class Runtime:
+    device: torch.device
+    rank: int = 0
+    world_size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def autocast(self):
+        """bf16 autocast on CUDA; plain float32 on CPU."""
+        if self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return nullcontext()
+
+
+def setup_runtime(threads: int) -> Runtime:
+    """CUDA when present (one device per torchrun process), else CPU with `threads`; DDP under torchrun."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if torch.cuda.is_available():
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+        torch.backends.cuda.matmul.allow_tf32 = True
+    else:
+        device = torch.device("cpu")
+        torch.set_num_threads(max(1, threads))
+    if world_size > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return Runtime(device, rank, world_size)
+
+
+# ----------------------------------------------------------------------------------------------
+# Checkpoints
+
+
+def checkpoint_payload(model: GPT, state: TrainState, spec: TrainSpec, val_loss: float) -> dict:
+    return {
+        "name": spec.name,
+        "model_config": model.config.to_dict(),
+        "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "iteration": state.iteration,
+        "tokens_seen": state.tokens_seen,
+        "val_loss": val_loss,
+    }
+
+
+def save_torch(obj: object, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+
+
+def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> GPT:
+    """A trained model from `best.pt` / `last.pt`, in eval mode."""
+    payload = torch.load(path, map_location=device, weights_only=True)
+    model = GPT(GPTConfig(**payload["model_config"]))
+    model.load_state_dict(payload["model"])
+    return model.to(device).eval()
+
+
+def resume_path(out_dir: Path) -> Path:
+    """Where the resume state lives: not a declared output, so Snakemake keeps it when a job fails."""
+    return out_dir / "resume.pt"
+
+
+# ----------------------------------------------------------------------------------------------
+# The loop
+
+
+class _Stop:
+    """Remembers a SIGTERM/SIGINT so the loop can save and exit between iterations."""
+
+    def __init__(self):
+        self.signal: int | None = None
+
+    def __call__(self, signum, frame):
+        self.signal = signum
+
+
+@torch.no_grad()
+def estimate_loss(model: torch.nn.Module, data: np.ndarray, cfg: TrainConfig, block_size: int, runtime: Runtime, seed: int) -> float:
+    """Mean loss over `eval_iters` batches drawn by a generator of their own (the same batches every time)."""
+    model.eval()
+    rng = np.random.default_rng(seed)
+    losses = []
+    for _ in range(cfg.eval_iters):
+        x, y = sample_windows(data, rng, cfg.batch_size, block_size)
+        with runtime.autocast():
+            _, loss = model(x.to(runtime.device), y.to(runtime.device))
+        losses.append(loss.item())
+    model.train()
+    return float(np.mean(losses))
+
+
+def train_model(spec: TrainSpec) -> TrainState:
+    """Train (or resume) one model; write best.pt, last.pt, train_log.csv and config.json to `spec.out_dir`."""
+    cfg, model_cfg = spec.train_config(), spec.model_config()
+    runtime = setup_runtime(cfg.threads)
+    if cfg.grad_accum % runtime.world_size:
+        raise ValueError(f"train.grad_accum ({cfg.grad_accum}) must be divisible by the number of processes ({runtime.world_size})")
+    out_dir = Path(spec.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    train_data, val_data = read_shard(spec.train_bin), read_shard(spec.val_bin)
+
+    torch.manual_seed(cfg.seed)
+    model = GPT(model_cfg).to(runtime.device)
+    optimizer = torch.optim.AdamW(
+        _param_groups(model, cfg.weight_decay),
+        lr=cfg.learning_rate,
+        betas=(cfg.beta1, cfg.beta2),
+        fused=runtime.device.type == "cuda",
+    )
+    data_rng = np.random.default_rng([cfg.seed, 1])
+    state = TrainState()
+    best_weights = None
+    resumed = _load_resume(out_dir, spec, model, optimizer, data_rng, runtime)
+    if resumed is not None:
+        state, best_weights = resumed
+        log.info("resumed %s at iteration %d (best val loss %.4f)", spec.name, state.iteration, state.best_val_loss)
+    else:
+        log.info("training %s from scratch: %d parameters, %s", spec.name, model.num_parameters(), model_cfg)
+    ddp_model = DistributedDataParallel(model) if runtime.world_size > 1 else model
+    forward = torch.compile(ddp_model) if cfg.compile else ddp_model
+
+    stop = _Stop()
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    micro_per_rank = cfg.grad_accum // runtime.world_size
+    bytes_per_iter = cfg.batch_size * cfg.grad_accum * model_cfg.block_size
+    start = time.time() - (state.rows[-1]["seconds"] if state.rows else 0.0)
+    try:
+        while not state.stopped:
+            evaluated = bool(state.rows) and state.rows[-1]["iteration"] == state.iteration  # e.g. just resumed
+            if not evaluated and (state.iteration % cfg.eval_interval == 0 or state.iteration >= cfg.max_iters):
+                best_weights = _evaluate(model, val_data, train_data, cfg, runtime, state, start, spec, best_weights, optimizer, data_rng)
+                if state.stopped:
+                    break
+            lr = learning_rate(state.iteration, cfg)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            x, y = sample_windows(train_data, data_rng, cfg.batch_size * cfg.grad_accum, model_cfg.block_size)
+            for micro in range(micro_per_rank):
+                first = (micro * runtime.world_size + runtime.rank) * cfg.batch_size
+                xb = x[first : first + cfg.batch_size].to(runtime.device)
+                yb = y[first : first + cfg.batch_size].to(runtime.device)
+                sync = ddp_model.no_sync() if runtime.world_size > 1 and micro < micro_per_rank - 1 else nullcontext()
+                with sync, runtime.autocast():
+                    _, loss = forward(xb, yb)
+                    (loss / micro_per_rank).backward()
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            state.iteration += 1
+            state.tokens_seen += bytes_per_iter
+            if _should_stop(stop, spec, state, runtime):
+                _save_resume(out_dir, spec, model, optimizer, data_rng, state, best_weights, runtime)
+                log.warning("%s: stopping at iteration %d on %s; resume state saved to %s",
+                            spec.name, state.iteration, stop.signal or "request", resume_path(out_dir))
+                raise SystemExit(PREEMPTED_EXIT_CODE)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if runtime.is_main:
+        _write_final(out_dir, spec, model, state, best_weights)
+    return state
+
+
+def _should_stop(stop: _Stop, spec: TrainSpec, state: TrainState, runtime: Runtime) -> bool:
+    """Stop on a signal received by any process (or the test hook); all ranks agree."""
+    flag = stop.signal is not None or (spec.stop_after_iters is not None and state.iteration >= spec.stop_after_iters)
+    if runtime.world_size > 1:
+        tensor = torch.tensor([int(flag)], device=runtime.device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        flag = bool(tensor.item())
+    return flag
+
+
+def _evaluate(model, val_data, train_data, cfg, runtime, state, start, spec, best_weights, optimizer, data_rng):
+    """Evaluate, log a row, keep the best weights, decide early stopping, save the resume state."""
+    val_loss = estimate_loss(model, val_data, cfg, model.config.block_size, runtime, seed=cfg.seed + 2)
+    train_loss = estimate_loss(model, train_data, cfg, model.config.block_size, runtime, seed=cfg.seed + 3)
+    lr = learning_rate(min(state.iteration, cfg.max_iters), cfg)
+    row = {
+        "iteration": state.iteration,
+        "tokens_seen": state.tokens_seen,
+        "train_loss": round(train_loss, 6),
+        "val_loss": round(val_loss, 6),
+        "lr": lr,
+        "seconds": round(time.time() - start, 3),
+    }
+    state.rows.append(row)
+    if val_loss < state.best_val_loss:
+        state.best_val_loss, state.best_iteration = val_loss, state.iteration
+        state.evals_without_improvement = 0
+        best_weights = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    else:
+        state.evals_without_improvement += 1
+    log.info(
+        "%s it %d/%d | %.2f MB seen | train %.4f | val %.4f | best %.4f @%d | lr %.2e | %.0f s",
+        spec.name, state.iteration, cfg.max_iters, state.tokens_seen / 1e6, train_loss, val_loss,
+        state.best_val_loss, state.best_iteration, lr, row["seconds"],
+    )
+    if state.evals_without_improvement >= cfg.patience:
+        state.stopped = f"early stopping: no improvement in {cfg.patience} evaluations"
+    elif state.iteration >= cfg.max_iters:
+        state.stopped = f"reached max_iters={cfg.max_iters}"
+    if state.stopped:
+        log.info("%s: %s", spec.name, state.stopped)
+    else:
+        _save_resume(Path(spec.out_dir), spec, model, optimizer, data_rng, state, best_weights, runtime)
+    return best_weights
+
+
+def _param_groups(model: GPT, weight_decay: float) -> list[dict]:
+    """Weight decay on matrices (2-D parameters) only, as in nanoGPT."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+
+
+def _save_resume(out_dir, spec, model, optimizer, data_rng, state, best_weights, runtime) -> None:
+    if not runtime.is_main:
+        return
+    save_torch(
+        {
+            "fingerprint": spec.fingerprint(),
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "data_rng": data_rng.bit_generator.state,
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "state": asdict(state),
+            "best_weights": best_weights,
+        },
+        resume_path(out_dir),
+    )
+
+
+def _load_resume(out_dir, spec, model, optimizer, data_rng, runtime):
+    path = resume_path(out_dir)
+    if not path.exists():
+        return None
+    payload = torch.load(path, map_location=runtime.device, weights_only=False)
+    if payload.get("fingerprint") != spec.fingerprint():
+        log.warning("%s: ignoring %s, written for other settings; starting from scratch", spec.name, path)
+        return None
+    model.load_state_dict(payload["model"])
+    optimizer.load_state_dict(payload["optimizer"])
+    data_rng.bit_generator.state = payload["data_rng"]
+    torch.set_rng_state(payload["torch_rng"])
+    if payload["cuda_rng"]:
+        torch.cuda.set_rng_state_all(payload["cuda_rng"])
+    return TrainState(**payload["state"]), payload["best_weights"]
+
+
+def _write_final(out_dir: Path, spec: TrainSpec, model: GPT, state: TrainState, best_weights: dict | None) -> None:
+    """last.pt (final weights), best.pt (lowest validation loss), train_log.csv, config.json; drop the resume state."""
+    last_val = state.rows[-1]["val_loss"] if state.rows else math.nan
+    save_torch(checkpoint_payload(model, state, spec, last_val), out_dir / "last.pt")
+    best = checkpoint_payload(model, state, spec, state.best_val_loss)
+    best.update(model=best_weights, iteration=state.best_iteration)
+    save_torch(best, out_dir / "best.pt")
+    with atomic_path(out_dir / "train_log.csv") as tmp, open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=LOG_COLUMNS)
+        writer.writeheader()
+        writer.writerows(state.rows)
+    write_json(
+        out_dir / "config.json",
+        {
+            "name": spec.name,
+            "model": spec.model,
+            "train": spec.train,
+            "parameters": model.num_parameters(),
+            "best_iteration": state.best_iteration,
+            "best_val_loss": state.best_val_loss,
+            "iterations": state.iteration,
+            "tokens_seen": state.tokens_seen,
+            "stopped": state.stopped,
+        },
+    )
+    resume_path(out_dir).unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m oversmooth.train SPEC.json`, alone or under torchrun."""
+    argv = sys.argv[1:] if argv is None else argv
+    spec = TrainSpec(**json.loads(Path(argv[0]).read_text()))
+    rank = int(os.environ.get("RANK", "0"))
+    with log_to_file(spec.log_file if rank == 0 else None):
+        try:
+            train_model(spec)
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+import pandas as pd
+
+from oversmooth.report import figure_3_1, save_figure, table_3_1
+
+
+def test_table_3_1_warns_when_a_ground_truth_is_not_best():
+    results = [
+        {"model": "bn-4", "heldout_loss": 2.0, "accuracy_pct": 40.0, "bytes": 10},
+        {"model": "bn-256", "heldout_loss": 1.2, "accuracy_pct": 60.0, "bytes": 10},
+        {"model": "gt-a", "heldout_loss": 1.0, "accuracy_pct": 70.0, "bytes": 10},
+        {"model": "gt-b", "heldout_loss": 1.5, "accuracy_pct": 50.0, "bytes": 10},
+    ]
+    table = table_3_1(results, ["gt-a", "gt-b"], {"bn-4": 2.1})
+    assert table["role"].tolist() == ["bottleneck", "bottleneck", "ground truth", "ground truth"]
+    assert table.loc[2, "note"] == ""
+    assert table.loc[3, "note"] == "WARNING: not better than bn-256"
+    assert table.loc[0, "best_val_loss"] == 2.1
+
+
+def test_figure_3_1_writes_png_and_pdf(tmp_path):
+    log = pd.DataFrame({"tokens_seen": [0, 10, 20], "train_loss": [5.0, 3.0, 2.0], "val_loss": [5.0, 3.1, 2.2]})
+    save_figure(figure_3_1({"bn-4": log, "bn-8": log * 0.9}), tmp_path / "f.png", tmp_path / "f.pdf")
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "f.pdf").read_bytes()[:4] == b"%PDF"
