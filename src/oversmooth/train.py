@@ -234,12 +234,7 @@ def train_model(spec: TrainSpec) -> TrainState:
 
     torch.manual_seed(cfg.seed)
     model = GPT(model_cfg).to(runtime.device)
-    optimizer = torch.optim.AdamW(
-        _param_groups(model, cfg.weight_decay),
-        lr=cfg.learning_rate,
-        betas=(cfg.beta1, cfg.beta2),
-        fused=runtime.device.type == "cuda",
-    )
+    optimizer = make_optimizer(model, cfg, runtime)
     data_rng = np.random.default_rng([cfg.seed, 1])
     state = TrainState()
     best_weights = None
@@ -254,7 +249,6 @@ def train_model(spec: TrainSpec) -> TrainState:
 
     stop = _Stop()
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    micro_per_rank = cfg.grad_accum // runtime.world_size
     bytes_per_iter = cfg.batch_size * cfg.grad_accum * model_cfg.block_size
     start = time.time() - (state.rows[-1]["seconds"] if state.rows else 0.0)
     try:
@@ -268,18 +262,7 @@ def train_model(spec: TrainSpec) -> TrainState:
             for group in optimizer.param_groups:
                 group["lr"] = lr
             x, y = sample_windows(train_data, data_rng, cfg.batch_size * cfg.grad_accum, model_cfg.block_size)
-            for micro in range(micro_per_rank):
-                first = (micro * runtime.world_size + runtime.rank) * cfg.batch_size
-                xb = x[first : first + cfg.batch_size].to(runtime.device)
-                yb = y[first : first + cfg.batch_size].to(runtime.device)
-                sync = ddp_model.no_sync() if runtime.world_size > 1 and micro < micro_per_rank - 1 else nullcontext()
-                with sync, runtime.autocast():
-                    _, loss = forward(xb, yb)
-                    (loss / micro_per_rank).backward()
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            train_step(forward, ddp_model, model, optimizer, x, y, cfg, runtime)
             state.iteration += 1
             state.tokens_seen += bytes_per_iter
             if _should_stop(stop, spec, state, runtime):
@@ -293,6 +276,41 @@ def train_model(spec: TrainSpec) -> TrainState:
     if runtime.is_main:
         _write_final(out_dir, spec, model, state, best_weights)
     return state
+
+
+def train_step(forward, ddp_model, model: GPT, optimizer, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig, runtime: Runtime) -> float:
+    """One optimiser step over `grad_accum` micro-batches of x, y; this process takes its share of them.
+
+    Gradients are synchronised once per step (DDP's `no_sync` on the other micro-batches).
+    Returns this process's mean micro-batch loss.
+    """
+    micro_per_rank = cfg.grad_accum // runtime.world_size
+    total = 0.0
+    for micro in range(micro_per_rank):
+        first = (micro * runtime.world_size + runtime.rank) * cfg.batch_size
+        xb = x[first : first + cfg.batch_size].to(runtime.device, non_blocking=True)
+        yb = y[first : first + cfg.batch_size].to(runtime.device, non_blocking=True)
+        last = micro == micro_per_rank - 1
+        sync = ddp_model.no_sync() if runtime.world_size > 1 and not last else nullcontext()
+        with sync, runtime.autocast():
+            _, loss = forward(xb, yb)
+            (loss / micro_per_rank).backward()
+        total += loss.item()
+    if cfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return total / micro_per_rank
+
+
+def make_optimizer(model: GPT, cfg: TrainConfig, runtime: Runtime) -> torch.optim.AdamW:
+    """AdamW with decay on matrices only; fused kernels on CUDA."""
+    return torch.optim.AdamW(
+        _param_groups(model, cfg.weight_decay),
+        lr=cfg.learning_rate,
+        betas=(cfg.beta1, cfg.beta2),
+        fused=runtime.device.type == "cuda",
+    )
 
 
 def _should_stop(stop: _Stop, spec: TrainSpec, state: TrainState, runtime: Runtime) -> bool:
