@@ -77,7 +77,7 @@ def select_prompts(eval_docs_path: str | os.PathLike, spec: PromptSpec, seed: in
     parquet = pq.ParquetFile(eval_docs_path)
     pattern = sentence_start_pattern(spec.sentence_marks)
     doc_rows, starts = [], []
-    row_base, n_docs, n_bytes = 0, 0, 0
+    row_base, n_bytes = 0, 0
     for batch in parquet.iter_batches(columns=["text"], batch_size=256):
         for i, text in enumerate(batch.column(0).to_pylist()):
             offsets = sentence_starts(text, pattern)
