@@ -44,6 +44,15 @@ def planned_rules(output: str) -> set[str]:
     return rules
 
 
+def dry_run_with_override(smoke_run, folder, override_yaml: str) -> str:
+    """Output of `snakemake -n all` on the finished smoke run with one more config file on top."""
+    repo, workdir, _ = smoke_run
+    override = folder / "override.yaml"
+    override.write_text(override_yaml)
+    result = snakemake(repo, workdir, "-n", "all", overrides=[override])
+    return result.stdout + result.stderr
+
+
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     repo = Path(__file__).resolve().parents[1]
@@ -93,11 +102,7 @@ def test_smoke_run_trains_every_model_and_writes_table_3_1(smoke_run):
 
 @pytest.mark.workflow
 def test_changing_one_bottleneck_reruns_only_that_model_and_its_descendants(smoke_run, tmp_path):
-    repo, workdir, _ = smoke_run
-    override = tmp_path / "bn4_longer.yaml"
-    override.write_text("model_overrides:\n  bn-4:\n    train: {max_iters: 30}\n")
-    result = snakemake(repo, workdir, "-n", "all", overrides=[override])
-    output = result.stdout + result.stderr
+    output = dry_run_with_override(smoke_run, tmp_path, "model_overrides:\n  bn-4:\n    train: {max_iters: 30}\n")
     assert planned_rules(output) == {"train_model", "evaluate_model", "table_3_1", "figure_3_1", "all"}
     assert "wildcards: model=bn-4" in output
     assert "model=bn-64" not in output and "model=gt-nanogpt" not in output
@@ -112,11 +117,8 @@ def test_rerun_after_a_complete_run_has_nothing_to_do(smoke_run):
 
 @pytest.mark.workflow
 def test_changing_a_prompt_setting_reruns_only_the_prompts(smoke_run, tmp_path):
-    repo, workdir, _ = smoke_run
-    override = tmp_path / "fewer_prompts.yaml"
-    override.write_text("eval:\n  n_prompts: 5\n")
-    result = snakemake(repo, workdir, "-n", "all", overrides=[override])
-    assert planned_rules(result.stdout + result.stderr) == {"select_prompts", "all"}
+    output = dry_run_with_override(smoke_run, tmp_path, "eval:\n  n_prompts: 5\n")
+    assert planned_rules(output) == {"select_prompts", "all"}
 
 
 @pytest.mark.workflow
