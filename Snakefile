@@ -21,6 +21,8 @@ validate_config(config, ROOT / "config" / "schema" / "config.schema.yaml")
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
+include: "rules/logits.smk"
+include: "rules/metrics.smk"
 include: "rules/report.smk"
 
 

@@ -3,11 +3,14 @@ import glob as _glob
 
 from oversmooth.catalog import (
     all_models,
+    bottleneck_models,
+    extreme_bottlenecks,
     ground_truth,
     ground_truth_models,
     trained_models,
     training_settings,
 )
+from oversmooth.metrics_report import e_table_names
 
 RESULTS = "results"
 
@@ -39,12 +42,49 @@ def hf_ground_truth(model):
     return None
 
 
+def checkpoint_input(model):
+    """`{"checkpoint": best.pt}` for a model trained here; nothing for an `hf` ground truth."""
+    return {} if hf_ground_truth(model) is not None else {"checkpoint": model_path(model, "best.pt")}
+
+
 def evaluation_inputs(wildcards):
     """The evaluation pool, and the checkpoint of a model trained here."""
-    inputs = {"eval_docs": data_path("eval_docs.parquet")}
-    if hf_ground_truth(wildcards.model) is None:
-        inputs["checkpoint"] = model_path(wildcards.model, "best.pt")
-    return inputs
+    return {"eval_docs": data_path("eval_docs.parquet"), **checkpoint_input(wildcards.model)}
+
+
+def logits_inputs(wildcards):
+    """The evaluation prompts, and the checkpoint of a model trained here."""
+    return {"prompts": data_path("prompts.parquet"), **checkpoint_input(wildcards.model)}
+
+
+def logits_path(model, kind="logits"):
+    """`results/logits/<model>.parquet`, or its `.hidden.parquet` companion."""
+    suffix = "" if kind == "logits" else f".{kind}"
+    return f"{RESULTS}/logits/{model}{suffix}.parquet"
+
+
+def metrics_path(model, gt, kind="positions"):
+    """Per-position metrics of a model against a ground truth, or their `.summary.csv`."""
+    base = f"{RESULTS}/metrics/{model}__{gt}"
+    return base + (".parquet" if kind == "positions" else ".summary.csv")
+
+
+def metric_pairs():
+    """Every (bottlenecked model, ground truth) pair the metrics compare."""
+    return [(m, gt) for m in bottleneck_models(config) for gt in ground_truth_models(config)]
+
+
+def e_tables():
+    """Appendix E tables: name -> (ground truth, decoding methods)."""
+    return e_table_names(ground_truth_models(config), config["decoding"]["methods"])
+
+
+def metrics_tables():
+    return ["table_4_1", "table_4_2", "table_6_1", *e_tables(), "table_f_1"]
+
+
+def figure_outputs(name):
+    return {"png": figure_path(name, "png"), "pdf": figure_path(name, "pdf")}
 
 
 def log_path(stage, name):
@@ -67,10 +107,11 @@ def local_source_files(wildcards=None):
 
 def all_targets():
     """Everything `rule all` builds: each stage adds its final outputs here."""
+    figures = ["figure_3_1", "figure_4_1", "figure_4_2", "figure_4_3"]
     return [
         data_path("manifest.json"),
         data_path("prompts.parquet"),
         table_path("table_3_1"),
-        figure_path("figure_3_1", "png"),
-        figure_path("figure_3_1", "pdf"),
+        *(table_path(name) for name in metrics_tables()),
+        *(figure_path(name, ext) for name in figures for ext in ("png", "pdf")),
     ]

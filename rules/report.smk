@@ -31,3 +31,73 @@ rule figure_3_1:
         "../envs/report.yaml"
     script:
         "../workflow/scripts/figure_3_1.py"
+
+
+rule metrics_table:
+    input:
+        summaries=[metrics_path(m, gt, "summary") for m, gt in metric_pairs()],
+    output:
+        table_path("{table}"),
+    wildcard_constraints:
+        table="|".join(metrics_tables()),
+    params:
+        pairs=metric_pairs(),
+        models=bottleneck_models(config),
+        methods=config["decoding"]["methods"],
+        e_tables=e_tables(),
+    log:
+        log_path("report", "{table}"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/metrics_table.py"
+
+
+rule figure_4_1:
+    input:
+        prompts=data_path("prompts.parquet"),
+        logits=[logits_path(m) for m in all_models(config)],
+    output:
+        **figure_outputs("figure_4_1"),
+    params:
+        models=all_models(config),
+        ground_truths=ground_truth_models(config),
+        figures=config["figures"],
+        metrics=config["metrics"],
+    log:
+        log_path("report", "figure_4_1"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/figure_4_1.py"
+
+
+rule figure_4_2:
+    input:
+        metrics=[metrics_path(m, ground_truth_models(config)[0]) for m in extreme_bottlenecks(config)],
+    output:
+        **figure_outputs("figure_4_2"),
+    params:
+        models=extreme_bottlenecks(config),
+        ground_truth=ground_truth_models(config)[0],
+    log:
+        log_path("report", "figure_4_2"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/figure_4_2.py"
+
+
+rule figure_4_3:
+    input:
+        logits=[logits_path(m) for m in all_models(config)],
+    output:
+        **figure_outputs("figure_4_3"),
+    params:
+        models=all_models(config),
+    log:
+        log_path("report", "figure_4_3"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/figure_4_3.py"

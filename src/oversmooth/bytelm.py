@@ -8,13 +8,25 @@ contiguous slice starting at `byte_offset`, a BOS token prepended to every input
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import torch
 import torch.nn.functional as F
 
 from oversmooth.model import GPT, VOCAB_SIZE
+from oversmooth.train import load_model
+
+
+class ByteLMOutput(NamedTuple):
+    """Next-byte log-probabilities (B, T, 256) float32, and the representations that produced them:
+    `pre` the final hidden state before the head (B, T, d), `post` the head's input after the
+    bottleneck (B, T, k; the same as `pre` for a head without bottleneck)."""
+
+    logprobs: torch.Tensor
+    pre: torch.Tensor
+    post: torch.Tensor
 
 
 class ByteLM(Protocol):
@@ -23,6 +35,10 @@ class ByteLM(Protocol):
 
     def next_byte_logprobs(self, x: torch.Tensor) -> torch.Tensor:
         """For bytes x (B, T), log p(x[:, t+1] | x[:, :t+1]) over all 256 bytes: shape (B, T, 256), float32."""
+        ...
+
+    def next_byte_outputs(self, x: torch.Tensor) -> ByteLMOutput:
+        """`next_byte_logprobs` together with the hidden representations."""
         ...
 
 
@@ -40,6 +56,12 @@ class GPTByteLM:
         logits, _ = self.model(x.to(next(self.model.parameters()).device))
         return F.log_softmax(logits.float(), dim=-1)
 
+    @torch.no_grad()
+    def next_byte_outputs(self, x: torch.Tensor) -> ByteLMOutput:
+        pre = self.model.features(x.to(next(self.model.parameters()).device))
+        post = self.model.head.bottleneck(pre)
+        return ByteLMOutput(F.log_softmax(self.model.head.out(post).float(), dim=-1), pre, post)
+
 
 @dataclass
 class HFByteLM:
@@ -51,15 +73,23 @@ class HFByteLM:
 
     @torch.no_grad()
     def next_byte_logprobs(self, x: torch.Tensor) -> torch.Tensor:
+        return self._run(x, hidden=False).logprobs
+
+    @torch.no_grad()
+    def next_byte_outputs(self, x: torch.Tensor) -> ByteLMOutput:
+        return self._run(x, hidden=True)
+
+    def _run(self, x: torch.Tensor, hidden: bool) -> ByteLMOutput:
         device = next(self.model.parameters()).device
         ids = x.to(device) + self.byte_offset
         if self.bos_id is not None:
             bos = torch.full((ids.size(0), 1), self.bos_id, dtype=ids.dtype, device=device)
             ids = torch.cat([bos, ids], dim=1)
-        logits = self.model(input_ids=ids).logits.float()
-        if self.bos_id is not None:
-            logits = logits[:, 1:]  # the output after BOS predicts the first byte, which x does not ask for
-        return F.log_softmax(logits[..., self.byte_offset : self.byte_offset + VOCAB_SIZE], dim=-1)
+        out = self.model(input_ids=ids, output_hidden_states=hidden)
+        first = 0 if self.bos_id is None else 1  # the output after BOS predicts the first byte, which x does not ask for
+        logits = out.logits.float()[:, first:, self.byte_offset : self.byte_offset + VOCAB_SIZE]
+        pre = out.hidden_states[-1][:, first:] if hidden else logits[..., :0]
+        return ByteLMOutput(F.log_softmax(logits, dim=-1), pre, pre)
 
 
 def load_hf_byte_lm(
@@ -88,3 +118,20 @@ def load_hf_byte_lm(
         )
     limit = block_size or getattr(model.config, "max_position_embeddings", None) or 1024
     return HFByteLM(name, model.to(device).eval(), byte_offset, bos_id, int(limit) - (bos_id is not None))
+
+
+def load_byte_lm(
+    name: str, *, checkpoint: str | os.PathLike | None = None, hf: Mapping | None = None, device: str | torch.device = "cpu"
+) -> ByteLM:
+    """A model of the pipeline: one trained here (its checkpoint) or an `hf` ground truth (its config entry)."""
+    if hf is not None:
+        options = {k: hf[k] for k in ("byte_offset", "bos_id", "dtype", "trust_remote_code") if k in hf}
+        return load_hf_byte_lm(name, hf["path"], device=device, **options)
+    if checkpoint is None:
+        raise ValueError(f"model {name!r}: give a checkpoint or an hf ground-truth entry")
+    return GPTByteLM(name, load_model(checkpoint, device))
+
+
+def inference_device() -> torch.device:
+    """CUDA when present, else CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")

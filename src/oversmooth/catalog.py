@@ -11,12 +11,25 @@ def bottleneck_name(k: int) -> str:
     return f"bn-{k}"
 
 
+def bottleneck_of(name: str) -> int:
+    """k of a bottlenecked model `bn-<k>`."""
+    if not name.startswith("bn-"):
+        raise ValueError(f"{name!r} is not a bottlenecked model bn-<k>")
+    return int(name.removeprefix("bn-"))
+
+
 def ground_truth_name(gt: Mapping) -> str:
     return f"gt-{gt['name']}"
 
 
 def bottleneck_models(config: Mapping) -> list[str]:
     return [bottleneck_name(k) for k in config["bottlenecks"]]
+
+
+def extreme_bottlenecks(config: Mapping) -> list[str]:
+    """The most and the least bottlenecked models (one model if the family has one member)."""
+    ks = sorted(config["bottlenecks"])
+    return [bottleneck_name(k) for k in dict.fromkeys((ks[0], ks[-1]))]
 
 
 def ground_truth_models(config: Mapping) -> list[str]:
@@ -45,7 +58,7 @@ def training_settings(config: Mapping, name: str) -> dict:
     settings = {"model": dict(config["model"]), "train": dict(config["train"])}
     settings["train"]["seed"] = config["seed"]
     if name.startswith("bn-"):
-        k = int(name.removeprefix("bn-"))
+        k = bottleneck_of(name)
         if k not in config["bottlenecks"]:
             raise KeyError(f"{name}: {k} is not in config `bottlenecks` {config['bottlenecks']}")
         settings["model"]["bottleneck"] = k

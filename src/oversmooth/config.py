@@ -69,7 +69,9 @@ def validate_config(config: dict, schema_path: str | os.PathLike = SCHEMA_PATH) 
 
 
 def _check_unique_source_labels(config: Mapping) -> None:
-    from oversmooth.data import source_label  # local import: data imports nothing from here
+    from oversmooth.data import (
+        source_label,  # local import: data imports nothing from here
+    )
 
     seen: dict[str, int] = {}
     for i, source in enumerate(config.get("data", {}).get("sources", [])):

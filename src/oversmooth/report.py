@@ -19,8 +19,9 @@ log = get_logger("report")
 
 
 def write_csv(frame: pd.DataFrame, path: str | os.PathLike) -> None:
+    """A table as CSV (floats to 6 significant digits), atomically."""
     with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False)
+        frame.to_csv(tmp, index=False, float_format="%.6g")
 
 
 def save_figure(fig: plt.Figure, png_path: str | os.PathLike, pdf_path: str | os.PathLike) -> None:

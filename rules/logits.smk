@@ -1,0 +1,25 @@
+# Logit extraction: teacher-forced next-byte distributions over every evaluation window (thesis §4.2).
+# A GPU rule at thesis scale (resources.inference_gpus).
+
+
+rule extract_logits:
+    input:
+        unpack(logits_inputs),
+    output:
+        logits=logits_path("{model}"),
+        hidden=logits_path("{model}", "hidden"),
+    params:
+        settings=config["logits"],
+        seed=config["seed"],
+        ground_truth=lambda w: hf_ground_truth(w.model),
+    threads: config["resources"]["inference_threads"]
+    resources:
+        gpu=config["resources"]["inference_gpus"],
+    log:
+        log_path("logits", "{model}"),
+    benchmark:
+        benchmark_path("logits", "{model}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/extract_logits.py"

@@ -1,0 +1,27 @@
+# Oversmoothing metrics (thesis §4.1, §6.1): each bottlenecked model against each ground truth,
+# after each decoding transform. A CPU rule.
+
+
+rule oversmoothing_metrics:
+    input:
+        model=logits_path("{model}"),
+        ground_truth=logits_path("{gt}"),
+    output:
+        positions=metrics_path("{model}", "{gt}"),
+        summary=metrics_path("{model}", "{gt}", "summary"),
+    wildcard_constraints:
+        model=r"bn-\d+",
+        gt=r"gt-[A-Za-z0-9_.]+",
+    params:
+        metrics=config["metrics"],
+        decoding=config["decoding"],
+        seed=config["seed"],
+    threads: config["resources"]["metrics_threads"]
+    log:
+        log_path("metrics", "{model}__{gt}"),
+    benchmark:
+        benchmark_path("metrics", "{model}__{gt}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/oversmoothing_metrics.py"

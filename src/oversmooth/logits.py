@@ -1,0 +1,291 @@
+"""Teacher-forced next-byte log-probabilities of a model over every evaluation window, to Parquet.
+
+For each prompt, position t of the window is predicted from the prompt's context and the window's
+first t bytes. A window and its context that fit in the model's block are one forward pass; a
+longer one is split into passes of `stride` targets, each pass seeing at least `min_context`
+real bytes before its first target (never padding, never the window start alone). Passes of all
+prompts are batched (right-padded; causal attention keeps padding out of every real position).
+
+Files, one row per (prompt, position), rows in (prompt_id, position) order, row groups of
+`ROW_GROUP_ROWS` rows so that two models' files line up group by group:
+- `<model>.parquet`: LOGITS_SCHEMA.
+- `<model>.hidden.parquet`: HIDDEN_SCHEMA, for a seeded subset of positions shared by all models.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+
+from oversmooth.bytelm import ByteLM
+from oversmooth.io import atomic_path
+from oversmooth.logs import get_logger
+from oversmooth.model import VOCAB_SIZE
+
+log = get_logger("logits")
+
+ROW_GROUP_ROWS = 4096
+LOGITS_SCHEMA = pa.schema(
+    [
+        ("prompt_id", pa.int32()),
+        ("position", pa.int32()),
+        ("target", pa.uint8()),
+        ("logprobs", pa.list_(pa.float32(), VOCAB_SIZE)),
+    ]
+)
+
+
+def hidden_schema(pre_dim: int, post_dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            ("prompt_id", pa.int32()),
+            ("position", pa.int32()),
+            ("pre", pa.list_(pa.float32(), pre_dim)),
+            ("post", pa.list_(pa.float32(), post_dim)),
+        ]
+    )
+
+
+class LogitsError(ValueError):
+    """Logit files that cannot be compared, or settings that cannot be met."""
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One forward pass: `inputs` bytes predict window positions `first .. first + count - 1`;
+    the prediction of position `first` is the output at index `out_start`."""
+
+    prompt_index: int
+    first: int
+    count: int
+    inputs: bytes
+    out_start: int
+
+
+def plan_passes(prompt_index: int, context: bytes, window: bytes, block: int, min_context: int) -> list[Pass]:
+    """Forward passes that predict every byte of `window` from its real left context (context + window)."""
+    if not context:
+        raise LogitsError(f"prompt {prompt_index} has no left context: its first byte cannot be predicted")
+    if not 1 <= min_context <= block:
+        raise LogitsError(f"logits.min_context ({min_context}) must be between 1 and the block size ({block})")
+    text, c = context + window, len(context)
+    if len(text) - 1 <= block:
+        return [Pass(prompt_index, 0, len(window), text[:-1], c - 1)]
+    stride = block + 1 - min_context
+    passes = []
+    for first in range(0, len(window), stride):
+        end = min(first + stride, len(window))  # targets are text[c + first : c + end]
+        start = max(0, c + end - 1 - block)
+        passes.append(Pass(prompt_index, first, end - first, text[start : c + end - 1], c + first - 1 - start))
+    return passes
+
+
+def hidden_subset(n_prompts: int, window: int, n_positions: int, seed: int) -> set[tuple[int, int]]:
+    """A seeded sample of (prompt_id, position) pairs, the same for every model of a config."""
+    total = n_prompts * window
+    chosen = np.random.default_rng(seed).choice(total, size=min(n_positions, total), replace=False)
+    return {(int(i // window), int(i % window)) for i in chosen}
+
+
+class RowGroupWriter:
+    """Buffers record batches and writes row groups of exactly `rows` rows (the last may be shorter)."""
+
+    def __init__(self, path: os.PathLike, schema: pa.Schema, rows: int = ROW_GROUP_ROWS):
+        self.writer = pq.ParquetWriter(path, schema)
+        self.schema, self.rows, self.pending, self.n_pending = schema, rows, [], 0
+
+    def write(self, table: pa.Table) -> None:
+        self.pending.append(table)
+        self.n_pending += table.num_rows
+        while self.n_pending >= self.rows:
+            self._flush(self.rows)
+
+    def close(self) -> None:
+        if self.n_pending:
+            self._flush(self.n_pending)
+        self.writer.close()
+
+    def _flush(self, n: int) -> None:
+        table = pa.concat_tables(self.pending)
+        self.writer.write_table(table.slice(0, n), row_group_size=n)
+        rest = table.slice(n)
+        self.pending, self.n_pending = ([rest] if rest.num_rows else []), rest.num_rows
+
+
+def fixed_list(values: np.ndarray) -> pa.FixedSizeListArray:
+    """An (n, d) float32 array as a Parquet-ready fixed-size list column."""
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), values.shape[1])
+
+
+def list_to_numpy(column: pa.ChunkedArray | pa.FixedSizeListArray) -> np.ndarray:
+    """A fixed-size list column as an (n, d) array, without a Python loop."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    width = array.type.list_size
+    return array.flatten().to_numpy(zero_copy_only=False).reshape(-1, width)
+
+
+def extract_logits(
+    lm: ByteLM,
+    prompts: pa.Table,
+    logits_path: str | os.PathLike,
+    hidden_path: str | os.PathLike,
+    *,
+    batch_size: int,
+    min_context: int | None,
+    hidden_positions: int,
+    seed: int,
+    autocast: bool = True,
+) -> dict:
+    """Write the log-probabilities of every window position, and hidden states of a subset of them."""
+    ids = prompts.column("prompt_id").to_pylist()
+    contexts, windows = prompts.column("context").to_pylist(), prompts.column("window").to_pylist()
+    window = len(windows[0])
+    if any(len(w) != window for w in windows):
+        raise LogitsError("prompts.parquet holds windows of different lengths; rebuild the prompts")
+    block = lm.block_size
+    min_context = block // 2 if min_context is None else min_context
+    passes = [p for i in range(len(ids)) for p in plan_passes(i, contexts[i], windows[i], block, min_context)]
+    subset = hidden_subset(len(ids), window, hidden_positions, seed)
+    device = _lm_device(lm)
+    log.info(
+        "%s: %d prompts x %d positions in %d forward passes (block %d, >= %d context bytes per position), on %s",
+        lm.name, len(ids), window, len(passes), block, min_context, device,
+    )
+    started, done = time.perf_counter(), 0
+    with atomic_path(logits_path) as tmp_logits, atomic_path(hidden_path) as tmp_hidden:
+        logits_writer = RowGroupWriter(tmp_logits, LOGITS_SCHEMA)
+        hidden_rows: list[tuple[int, int, np.ndarray, np.ndarray]] = []
+        for first in range(0, len(passes), batch_size):
+            batch = passes[first : first + batch_size]
+            out = _forward(lm, batch, device, autocast)
+            dims = out.pre.shape[-1], out.post.shape[-1]
+            for j, p in enumerate(batch):
+                rows = slice(p.out_start, p.out_start + p.count)
+                positions = np.arange(p.first, p.first + p.count)
+                targets = np.frombuffer(windows[p.prompt_index], dtype=np.uint8)[p.first : p.first + p.count]
+                logits_writer.write(_logits_table(ids[p.prompt_index], positions, targets, out.logprobs[j, rows]))
+                for t in positions:
+                    if (p.prompt_index, int(t)) in subset:
+                        k = p.out_start + int(t) - p.first
+                        hidden_rows.append((ids[p.prompt_index], int(t), out.pre[j, k], out.post[j, k]))
+            done += len(batch)
+            _log_progress(lm.name, done, len(passes), started)
+        logits_writer.close()
+        _write_hidden(tmp_hidden, hidden_rows, *dims)
+    seconds = time.perf_counter() - started
+    log.info("%s: wrote %d positions in %.1f s", lm.name, len(ids) * window, seconds)
+    return {"model": lm.name, "positions": len(ids) * window, "passes": len(passes), "seconds": seconds}
+
+
+def _lm_device(lm: ByteLM) -> torch.device:
+    model = getattr(lm, "model", None)
+    return next(model.parameters()).device if model is not None else torch.device("cpu")
+
+
+def _forward(lm: ByteLM, batch: Sequence[Pass], device: torch.device, autocast: bool):
+    """One batched forward pass over right-padded inputs; outputs moved to CPU as NumPy."""
+    width = max(len(p.inputs) for p in batch)
+    x = torch.zeros((len(batch), width), dtype=torch.long)
+    for j, p in enumerate(batch):
+        x[j, : len(p.inputs)] = torch.frombuffer(bytearray(p.inputs), dtype=torch.uint8).long()
+    use_bf16 = autocast and device.type == "cuda"
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_bf16):
+        out = lm.next_byte_outputs(x.to(device))
+    return type(out)(*(t.float().cpu().numpy() for t in out))
+
+
+def _logits_table(prompt_id: int, positions: np.ndarray, targets: np.ndarray, logprobs: np.ndarray) -> pa.Table:
+    n = len(positions)
+    return pa.Table.from_arrays(
+        [
+            pa.array(np.full(n, prompt_id, dtype=np.int32)),
+            pa.array(positions.astype(np.int32)),
+            pa.array(targets),
+            fixed_list(logprobs),
+        ],
+        schema=LOGITS_SCHEMA,
+    )
+
+
+def _write_hidden(path: os.PathLike, rows: list[tuple[int, int, np.ndarray, np.ndarray]], pre_dim: int, post_dim: int) -> None:
+    rows.sort(key=lambda r: (r[0], r[1]))
+    schema = hidden_schema(pre_dim, post_dim)
+    table = pa.Table.from_arrays(
+        [
+            pa.array([r[0] for r in rows], pa.int32()),
+            pa.array([r[1] for r in rows], pa.int32()),
+            fixed_list(np.stack([r[2] for r in rows]) if rows else np.zeros((0, pre_dim))),
+            fixed_list(np.stack([r[3] for r in rows]) if rows else np.zeros((0, post_dim))),
+        ],
+        schema=schema,
+    )
+    pq.write_table(table, path)
+
+
+def _log_progress(name: str, done: int, total: int, started: float) -> None:
+    every = max(1, total // 10)
+    if done == total or done // every != (done - 1) // every:
+        log.info("%s: %d/%d passes, %.1f s", name, done, total, time.perf_counter() - started)
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading
+
+
+@dataclass(frozen=True)
+class LogitsBatch:
+    prompt_id: np.ndarray
+    position: np.ndarray
+    target: np.ndarray
+    logprobs: np.ndarray  # (n, 256) float32
+
+
+def iter_logits(path: str | os.PathLike) -> Iterator[LogitsBatch]:
+    """The rows of a logits file, one row group at a time (bounded memory)."""
+    parquet = pq.ParquetFile(path)
+    _check_schema(parquet, path)
+    for group in range(parquet.num_row_groups):
+        yield _batch(parquet.read_row_group(group))
+
+
+def iter_aligned_logits(path_a: str | os.PathLike, path_b: str | os.PathLike) -> Iterator[tuple[LogitsBatch, LogitsBatch]]:
+    """Row groups of two models' logits over the same positions, side by side."""
+    a, b = pq.ParquetFile(path_a), pq.ParquetFile(path_b)
+    _check_schema(a, path_a)
+    _check_schema(b, path_b)
+    if [a.metadata.row_group(i).num_rows for i in range(a.num_row_groups)] != [
+        b.metadata.row_group(i).num_rows for i in range(b.num_row_groups)
+    ]:
+        raise LogitsError(f"{path_a} and {path_b} hold different positions; extract both from the same prompts")
+    for group in range(a.num_row_groups):
+        batch_a, batch_b = _batch(a.read_row_group(group)), _batch(b.read_row_group(group))
+        if not (np.array_equal(batch_a.prompt_id, batch_b.prompt_id) and np.array_equal(batch_a.position, batch_b.position)):
+            raise LogitsError(f"{path_a} and {path_b} differ in prompt_id/position in row group {group}")
+        yield batch_a, batch_b
+
+
+def _check_schema(parquet: pq.ParquetFile, path: str | os.PathLike) -> None:
+    schema = parquet.schema_arrow
+    missing = [f.name for f in LOGITS_SCHEMA if f.name not in schema.names]
+    if missing:
+        raise LogitsError(f"{path}: not a logits file, missing column(s) {missing}")
+    for field in LOGITS_SCHEMA:
+        if schema.field(field.name).type != field.type:
+            raise LogitsError(f"{path}: column {field.name!r} has type {schema.field(field.name).type}, expected {field.type}")
+
+
+def _batch(table: pa.Table) -> LogitsBatch:
+    return LogitsBatch(
+        table.column("prompt_id").to_numpy(),
+        table.column("position").to_numpy(),
+        table.column("target").to_numpy(),
+        list_to_numpy(table.column("logprobs")),
+    )

@@ -1,0 +1,271 @@
+"""Tables 4.1, 4.2, 6.1, E.1-E.6, F.1 and Figures 4.1-4.3 from the oversmoothing metrics.
+
+Every table is a pivot of one long summary (model, ground_truth, method, metric, mean, sd, ci_low,
+ci_high, n_positions, n_prompts, n_infinite) built from the per-pair summaries of the metrics rule.
+Numeric columns are named `<METRIC> <stat> (<ground truth>)` or `<Method> <stat>`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from oversmooth.bytenames import byte_name
+from oversmooth.catalog import bottleneck_of
+from oversmooth.decoding import METHOD_LABELS
+from oversmooth.metrics import METRIC_LABELS
+from oversmooth.report import plt, sns
+
+STATS = ("mean", "sd", "ci_low", "ci_high")
+GROUP_A, GROUP_B = ("pure", "greedy", "temperature"), ("top_k", "top_p")  # thesis appendix E splits
+OVERSMOOTHING_ROWS = ("tto", "nsmd", "tv", "kl", "kl_eps")
+
+
+def load_summaries(paths: Mapping[tuple[str, str], str | os.PathLike]) -> pd.DataFrame:
+    """One long frame from the per-(model, ground truth) summary CSVs."""
+    frames = [pd.read_csv(path).assign(model=model, ground_truth=gt) for (model, gt), path in paths.items()]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _stat_columns(metric: str) -> list[str]:
+    return [*STATS, "n_infinite"] if metric == "kl" else list(STATS)
+
+
+def by_ground_truth(summary: pd.DataFrame, models: Sequence[str], metrics: Sequence[str], method: str = "pure") -> pd.DataFrame:
+    """One row per model; for each ground truth and metric its mean, sd and CI (Tables 4.1, 4.2, F.1)."""
+    picked = summary[(summary["method"] == method) & summary["metric"].isin(metrics)]
+    table = pd.DataFrame({"bottleneck": [bottleneck_of(m) for m in models], "model": list(models)})
+    for gt in picked["ground_truth"].unique():
+        for metric in metrics:
+            rows = picked[(picked["ground_truth"] == gt) & (picked["metric"] == metric)].set_index("model")
+            for stat in _stat_columns(metric):
+                table[f"{METRIC_LABELS[metric]} {stat} ({gt})"] = table["model"].map(rows[stat])
+    first = picked[picked["metric"] == metrics[0]].set_index(["model"]).groupby(level=0)["n_positions"].first()
+    table["positions"] = table["model"].map(first)
+    return table
+
+
+def table_4_1(summary: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
+    """TTO and NSMD per bottleneck against each ground truth (pure sampling). The TBAT column comes with TBAT."""
+    return by_ground_truth(summary, models, ["tto", "nsmd"])
+
+
+def table_4_2(summary: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
+    """TV and KL (with its count of infinite positions, and KL_eps) per bottleneck against each ground truth."""
+    return by_ground_truth(summary, models, ["tv", "kl", "kl_eps"])
+
+
+def table_f_1(summary: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
+    """Entropy difference H(p_bn) - H(p_gt) per ground truth, and the average of the means."""
+    table = by_ground_truth(summary, models, ["entropy_diff"])
+    means = [c for c in table.columns if c.startswith("Entropy difference mean")]
+    table["average mean"] = table[means].mean(axis=1)
+    return table
+
+
+def by_method(summary: pd.DataFrame, models: Sequence[str], methods: Sequence[str], stats: Sequence[str]) -> pd.DataFrame:
+    """Rows (bottleneck, metric), columns `<Method> <stat>` (the appendix E and Table 6.1 layout)."""
+    rows = []
+    for model in models:
+        for metric in OVERSMOOTHING_ROWS:
+            row = {"bottleneck": bottleneck_of(model), "model": model, "metric": METRIC_LABELS[metric]}
+            for method in methods:
+                cell = summary[(summary["model"] == model) & (summary["metric"] == metric) & (summary["method"] == method)]
+                for stat in stats:
+                    combine = cell[stat].sum() if stat == "n_infinite" else cell[stat].mean()
+                    row[f"{METHOD_LABELS[method]} {stat}"] = combine if len(cell) else np.nan
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def table_6_1(summary: pd.DataFrame, models: Sequence[str], methods: Sequence[str]) -> pd.DataFrame:
+    """Each metric per bottleneck and decoding method, the means averaged over ground truths."""
+    return by_method(summary, models, methods, ["mean"])
+
+
+def e_table_names(ground_truths: Sequence[str], methods: Sequence[str]) -> dict[str, tuple[str, list[str]]]:
+    """`table_e_<n>` -> (ground truth, methods): per ground truth in config order, one table for pure,
+    greedy and temperature and one for top-k and top-p (thesis E.1-E.6 split the same way)."""
+    names = {}
+    for g, gt in enumerate(ground_truths):
+        for offset, group in enumerate((GROUP_A, GROUP_B)):
+            chosen = [m for m in group if m in methods]
+            if chosen:
+                names[f"table_e_{2 * g + offset + 1}"] = (gt, chosen)
+    return names
+
+
+def table_e(summary: pd.DataFrame, models: Sequence[str], ground_truth: str, methods: Sequence[str]) -> pd.DataFrame:
+    """One ground truth, the given methods: mean, sd, CI and infinite count per metric and bottleneck."""
+    return by_method(summary[summary["ground_truth"] == ground_truth], models, methods, [*STATS, "n_infinite"])
+
+
+# ----------------------------------------------------------------------------------------------
+# Figures
+
+
+def figure_4_1(
+    distributions: Mapping[str, np.ndarray],
+    target: int,
+    titles: Mapping[str, str],
+    prompt_text: str,
+    top_bytes: int,
+) -> plt.Figure:
+    """Next-byte distributions of every model at one position; the correct byte in red."""
+    stacked = np.stack(list(distributions.values()))
+    shown = np.argsort(-stacked.max(0), kind="stable")[:top_bytes]
+    shown = np.union1d(shown, [target])
+    n = len(distributions)
+    cols = min(4, n)
+    fig, axes = plt.subplots(-(-n // cols), cols, figsize=(4.2 * cols, 3.2 * -(-n // cols)), squeeze=False, sharey=True)
+    labels = [byte_name(int(b)) for b in shown]
+    for ax, (name, probs) in zip(axes.flat, distributions.items()):
+        colors = ["tab:red" if b == target else "tab:blue" for b in shown]
+        ax.bar(range(len(shown)), probs[shown], color=colors)
+        ax.set_xticks(range(len(shown)), labels, rotation=90, fontsize=7)
+        ax.set_title(titles[name], fontsize=8)
+        ax.set_xlabel("next byte")
+        ax.set_ylabel("probability")
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    shown_prompt = prompt_text if len(prompt_text) <= 160 else "…" + prompt_text[-160:]
+    fig.suptitle(f"Figure 4.1: next-byte distributions after “{shown_prompt}” (correct byte in red)", fontsize=9, wrap=True)
+    fig.tight_layout()
+    return fig
+
+
+def per_byte_mean(metric_frames: Mapping[str, pd.DataFrame], metric: str) -> pd.DataFrame:
+    """Mean `metric` per target byte for each model, and each byte's count (Figure 4.2's data)."""
+    counts = next(iter(metric_frames.values())).groupby("target").size().rename("count")
+    means = pd.DataFrame({name: frame.groupby("target")[metric].mean() for name, frame in metric_frames.items()})
+    return means.join(counts).sort_values("count", ascending=False, kind="stable")
+
+
+def figure_4_2(per_byte: pd.DataFrame, ground_truth: str) -> plt.Figure:
+    """Mean NSMD per target byte (most to least frequent) for two models, with the byte counts below."""
+    models = [c for c in per_byte.columns if c != "count"]
+    labels = [byte_name(int(b)) for b in per_byte.index]
+    x = np.arange(len(per_byte))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(8, 0.16 * len(x)), 6), sharex=True, height_ratios=[3, 1])
+    width = 0.8 / len(models)
+    for i, model in enumerate(models):
+        top.bar(x + (i - (len(models) - 1) / 2) * width, per_byte[model], width, label=model)
+    top.axhline(0, color="black", linewidth=0.5)
+    top.set_ylabel(f"mean NSMD vs {ground_truth}")
+    top.legend(title="model")
+    bottom.bar(x, per_byte["count"], color="grey")
+    bottom.set_yscale("log")
+    bottom.set_ylabel("occurrences")
+    bottom.set_xlabel("target byte (most to least frequent)")
+    bottom.set_xticks(x, labels, rotation=90, fontsize=6)
+    fig.suptitle("Figure 4.2: oversmoothing (NSMD) per target byte, with the byte's frequency")
+    fig.tight_layout()
+    return fig
+
+
+def argmax_frequencies(argmax_counts: Mapping[str, np.ndarray], target_counts: np.ndarray) -> pd.DataFrame:
+    """Relative frequency of each byte as the model's argmax, beside the targets' own frequency."""
+    frame = pd.DataFrame({name: counts / counts.sum() for name, counts in argmax_counts.items()})
+    frame.insert(0, "targets", target_counts / target_counts.sum())
+    frame["count"] = target_counts
+    return frame
+
+
+def figure_4_3(freqs: pd.DataFrame, n_extreme: int = 10) -> plt.Figure:
+    """Argmax frequencies of every model against the targets': overall, most and least frequent bytes."""
+    occurring = freqs[freqs["count"] > 0].sort_values("count", ascending=False, kind="stable")
+    columns = [c for c in freqs.columns if c != "count"]
+    palette = dict(zip(columns, ["black", *sns.color_palette(n_colors=len(columns) - 1)]))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5), gridspec_kw={"width_ratios": [2, 1, 1]})
+    rank = np.arange(len(occurring))
+    for name in columns:
+        values = occurring[name].to_numpy()
+        if name == "targets":
+            axes[0].plot(rank, values, color=palette[name], linewidth=2, label=name)
+        else:
+            shown = values > 0
+            axes[0].scatter(rank[shown], values[shown], color=palette[name], s=14, label=name)
+    axes[0].set_yscale("log")
+    axes[0].set_xlabel("target byte rank (most to least frequent)")
+    axes[0].set_ylabel("relative frequency (zeros not drawn)")
+    axes[0].set_title("overall")
+    axes[0].legend(fontsize=7)
+    for ax, part, title in (
+        (axes[1], occurring.head(n_extreme), f"{n_extreme} most frequent bytes"),
+        (axes[2], occurring.tail(n_extreme), f"{n_extreme} least frequent bytes (occurring)"),
+    ):
+        long = part[columns].rename(index=lambda b: byte_name(int(b))).reset_index(names="byte").melt(
+            id_vars="byte", var_name="model", value_name="frequency"
+        )
+        sns.barplot(data=long, x="byte", y="frequency", hue="model", palette=palette, ax=ax, legend=ax is axes[2])
+        ax.set_title(title)
+        ax.set_xlabel("target byte")
+        ax.set_ylabel("relative frequency")
+    fig.suptitle("Figure 4.3: how often each byte is a model's argmax, against how often it is the target")
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# Figure data from the pipeline's files
+
+
+def position_view(
+    prompts_path: str | os.PathLike,
+    logits_paths: Mapping[str, str | os.PathLike],
+    ground_truths: Sequence[str],
+    prompt: int,
+    position: int | None,
+    tau: float,
+    kl_epsilon: float,
+) -> tuple[dict[str, np.ndarray], int, dict[str, str], str]:
+    """Figure 4.1's data: each model's distribution at one position, the target, panel titles with
+    the metrics (means over ground truths, as the thesis) and the text the models saw."""
+    import pyarrow.parquet as pq
+    import torch
+
+    from oversmooth.metrics import oversmoothing
+
+    prompts = pq.read_table(prompts_path, filters=[("prompt_id", "=", prompt)]).to_pylist()
+    if not prompts:
+        raise ValueError(f"figures.prompt: no prompt_id {prompt} in {prompts_path}")
+    row = prompts[0]
+    position = len(row["window"]) - 1 if position is None else position
+    if position >= len(row["window"]):
+        raise ValueError(f"figures.position: {position} is outside the window of {len(row['window'])} bytes")
+    logprobs = {}
+    for name, path in logits_paths.items():
+        hit = pq.read_table(path, filters=[("prompt_id", "=", prompt), ("position", "=", position)])
+        logprobs[name] = torch.tensor(np.asarray(hit.column("logprobs")[0].as_py()), dtype=torch.float64)
+    target = row["window"][position]
+    titles = {}
+    for name, lp in logprobs.items():
+        head = f"{name}: p(correct) {lp[target].exp().item():.3f}"
+        if name in ground_truths:
+            titles[name] = head + " (ground truth)"
+            continue
+        values = [oversmoothing(lp[None], logprobs[gt][None], tau, kl_epsilon) for gt in ground_truths]
+        mean = {k: float(np.mean([v[k].item() for v in values])) for k in ("tto", "nsmd", "tv", "kl")}
+        titles[name] = head + "\nTTO {tto:.3f} · NSMD {nsmd:.3f} · TV {tv:.3f} · KL {kl:.3f}".format(**mean)
+    text = (row["context"] + row["window"][:position]).decode("utf-8", errors="replace")
+    return {k: v.exp().numpy() for k, v in logprobs.items()}, int(target), titles, text
+
+
+def read_position_metrics(path: str | os.PathLike, method: str = "pure", columns: Sequence[str] = ("target", "nsmd")) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, columns=list(columns), filters=[("method", "=", method)]).to_pandas()
+
+
+def argmax_counts(logits_path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """How often each byte is the model's argmax, and how often it is the target, streaming the file."""
+    from oversmooth.logits import iter_logits
+
+    argmax, targets = np.zeros(256, np.int64), np.zeros(256, np.int64)
+    for batch in iter_logits(logits_path):
+        argmax += np.bincount(batch.logprobs.argmax(1), minlength=256)
+        targets += np.bincount(batch.target, minlength=256)
+    return argmax, targets

@@ -1,0 +1,72 @@
+"""Decoding transforms on hand-made distributions (shared by the metrics and the sampler)."""
+
+import math
+
+import pytest
+import torch
+
+from oversmooth.decoding import (
+    Decoding,
+    decodings_from_config,
+    greedy,
+    nucleus_mask,
+    temperature,
+    top_k,
+    top_p,
+)
+
+
+def logp(*probs):
+    return torch.tensor(probs, dtype=torch.float64).log()
+
+
+def test_greedy_is_one_hot_on_the_argmax_and_the_lower_byte_wins_ties():
+    assert greedy(logp(0.2, 0.5, 0.3)).exp().tolist() == [0.0, 1.0, 0.0]
+    assert greedy(logp(0.4, 0.4, 0.2)).exp().tolist() == [1.0, 0.0, 0.0]
+
+
+def test_top_k_keeps_k_bytes_renormalised():
+    out = top_k(logp(0.1, 0.4, 0.2, 0.3), 2).exp()
+    assert out.tolist() == pytest.approx([0.0, 4 / 7, 0.0, 3 / 7])
+    assert top_k(logp(0.25, 0.25, 0.25, 0.25), 2).exp().tolist() == pytest.approx([0.5, 0.5, 0.0, 0.0])
+    assert top_k(logp(0.5, 0.5), 5).exp().tolist() == pytest.approx([0.5, 0.5])  # k above V keeps all
+
+
+def test_top_p_keeps_the_smallest_set_reaching_p():
+    # sorted 0.5, 0.3, 0.15, 0.05: 0.5 < 0.7, 0.8 >= 0.7 -> keep the first two
+    assert top_p(logp(0.15, 0.5, 0.05, 0.3), 0.7).exp().tolist() == pytest.approx([0.0, 0.625, 0.0, 0.375])
+    # exactly reaching p stops there
+    assert top_p(logp(0.5, 0.25, 0.25), 0.5).exp().tolist() == pytest.approx([1.0, 0.0, 0.0])
+    assert top_p(logp(0.6, 0.4), 1.0).exp().tolist() == pytest.approx([0.6, 0.4])
+
+
+def test_temperature_sharpens_by_powers():
+    out = temperature(logp(0.2, 0.8), 0.5).exp()
+    assert out.tolist() == pytest.approx([0.04 / 0.68, 0.64 / 0.68])
+    assert temperature(logp(0.2, 0.8), 1.0).exp().tolist() == pytest.approx([0.2, 0.8])
+
+
+def test_nucleus_mask_matches_the_thesis_example():
+    assert nucleus_mask(torch.tensor([0.8, 0.2, 0.0]), 0.7).tolist() == [True, False, False]
+    assert nucleus_mask(torch.tensor([0.1, 0.2, 0.7]), 0.75).tolist() == [False, True, True]
+
+
+def test_transforms_work_on_batches_and_return_distributions():
+    x = torch.log_softmax(torch.randn(3, 7, 256, dtype=torch.float64), -1)
+    for decoding in decodings_from_config(
+        {"methods": ["pure", "greedy", "top_k", "top_p", "temperature"], "top_k": 5, "top_p": 0.9, "temperature": 0.8}
+    ):
+        out = decoding(x)
+        assert out.shape == x.shape
+        assert torch.allclose(out.exp().sum(-1), torch.ones(3, 7, dtype=torch.float64))
+    assert (Decoding("top_k", top_k=5)(x).exp() > 0).sum(-1).eq(5).all()
+
+
+def test_bad_parameters_are_named():
+    with pytest.raises(ValueError, match="unknown decoding method 'beam'"):
+        Decoding("beam")
+    with pytest.raises(ValueError, match="top-p needs 0 < p <= 1, got 1.5"):
+        top_p(logp(0.5, 0.5), 1.5)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        temperature(logp(0.5, 0.5), 0.0)
+    assert math.isinf(greedy(logp(0.5, 0.5))[1].item())

@@ -1,0 +1,80 @@
+"""Oversmoothing tables pivot the per-pair summaries into the thesis's layouts; byte names as in appendix A."""
+
+import pandas as pd
+import pytest
+
+from oversmooth.bytenames import byte_name
+from oversmooth.metrics import METRICS
+from oversmooth.metrics_report import e_table_names, table_4_1, table_4_2, table_6_1, table_e, table_f_1
+
+MODELS = ["bn-4", "bn-16"]
+GTS = ["gt-a", "gt-b"]
+METHODS = ["pure", "greedy", "top_k", "top_p", "temperature"]
+
+
+@pytest.fixture
+def summary():
+    """mean = k + 0.1 * gt index + 0.01 * method index + 0.001 * metric index: every cell is identifiable."""
+    rows = []
+    for model in MODELS:
+        for g, gt in enumerate(GTS):
+            for m, method in enumerate(METHODS):
+                for i, metric in enumerate(METRICS):
+                    mean = int(model[3:]) + 0.1 * g + 0.01 * m + 0.001 * i
+                    infinite = 7 if metric == "kl" and method == "greedy" else 0
+                    rows.append(
+                        {"model": model, "ground_truth": gt, "method": method, "metric": metric, "mean": mean, "sd": 0.5,
+                         "ci_low": mean - 0.1, "ci_high": mean + 0.1, "n_positions": 100 - infinite, "n_prompts": 4,
+                         "n_infinite": infinite}
+                    )
+    return pd.DataFrame(rows)
+
+
+def test_table_4_1_has_tto_and_nsmd_per_ground_truth_and_no_tbat(summary):
+    table = table_4_1(summary, MODELS)
+    assert table["bottleneck"].tolist() == [4, 16]
+    assert table["TTO mean (gt-a)"].tolist() == pytest.approx([4.0, 16.0])
+    assert table["NSMD mean (gt-b)"].tolist() == pytest.approx([4.101, 16.101])
+    assert table["TTO ci_high (gt-b)"].tolist() == pytest.approx([4.2, 16.2])
+    assert not any("TBAT" in c for c in table.columns)
+
+
+def test_table_4_2_carries_kl_infinite_counts(summary):
+    table = table_4_2(summary, MODELS)
+    assert table["KL mean (gt-a)"].tolist() == pytest.approx([4.003, 16.003])
+    assert table["KL n_infinite (gt-a)"].tolist() == [0, 0]  # pure sampling
+    assert "KL_eps mean (gt-b)" in table.columns
+
+
+def test_table_6_1_averages_the_ground_truths(summary):
+    table = table_6_1(summary, MODELS, METHODS)
+    row = table[(table["model"] == "bn-16") & (table["metric"] == "TV")].iloc[0]
+    assert row["Greedy mean"] == pytest.approx(16 + 0.05 + 0.01 + 0.002)
+    assert list(table.columns) == ["bottleneck", "model", "metric", "Pure mean", "Greedy mean", "Top-K mean", "Top-P mean", "Temp. mean"]
+
+
+def test_appendix_e_tables_per_ground_truth_and_method_group(summary):
+    names = e_table_names(GTS, METHODS)
+    assert names == {
+        "table_e_1": ("gt-a", ["pure", "greedy", "temperature"]), "table_e_2": ("gt-a", ["top_k", "top_p"]),
+        "table_e_3": ("gt-b", ["pure", "greedy", "temperature"]), "table_e_4": ("gt-b", ["top_k", "top_p"]),
+    }
+    assert e_table_names(["gt-a"], ["pure", "top_p"]) == {"table_e_1": ("gt-a", ["pure"]), "table_e_2": ("gt-a", ["top_p"])}
+    table = table_e(summary, MODELS, "gt-b", ["pure", "greedy", "temperature"])
+    kl = table[(table["model"] == "bn-4") & (table["metric"] == "KL")].iloc[0]
+    assert kl["Greedy n_infinite"] == 7 and kl["Pure n_infinite"] == 0
+    assert kl["Temp. mean"] == pytest.approx(4 + 0.1 + 0.04 + 0.003)
+
+
+def test_table_f_1_averages_the_means(summary):
+    table = table_f_1(summary, MODELS)
+    assert table["average mean"].tolist() == pytest.approx([4.055, 16.055])
+
+
+def test_byte_names_follow_appendix_a():
+    assert [byte_name(b) for b in (0, 9, 10, 31, 32, 65, 126, 127, 128, 255)] == [
+        "NUL", "HT", "LF", "US", "SP", "A", "~", "DEL", "x80", "xFF"
+    ]
+    assert len({byte_name(b) for b in range(256)}) == 256
+    with pytest.raises(ValueError):
+        byte_name(256)

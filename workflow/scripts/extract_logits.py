@@ -1,0 +1,23 @@
+"""Snakemake adapter: next-byte log-probabilities and hidden states of one model (rule extract_logits)."""
+
+import pyarrow.parquet as pq
+
+from oversmooth.logits import extract_logits
+from oversmooth.logs import log_to_file
+from oversmooth.rules import rule_byte_lm
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+
+with log_to_file(smk.log[0]):
+    lm = rule_byte_lm(smk)
+    settings = smk.params.settings
+    extract_logits(
+        lm,
+        pq.read_table(smk.input.prompts),
+        smk.output.logits,
+        smk.output.hidden,
+        batch_size=settings["batch_size"],
+        min_context=settings["min_context"],
+        hidden_positions=settings["hidden_positions"],
+        seed=smk.params.seed,
+    )

@@ -1,0 +1,20 @@
+"""Snakemake adapter: Figure 4.1, every model's next-byte distribution at one position."""
+
+from oversmooth.logs import log_to_file
+from oversmooth.metrics_report import figure_4_1, position_view
+from oversmooth.report import save_figure
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+
+with log_to_file(smk.log[0]):
+    fig_settings, metric_settings = smk.params.figures, smk.params.metrics
+    distributions, target, titles, text = position_view(
+        smk.input.prompts,
+        dict(zip(smk.params.models, smk.input.logits)),
+        smk.params.ground_truths,
+        fig_settings["prompt"],
+        fig_settings["position"],
+        metric_settings["tau"],
+        metric_settings["kl_epsilon"],
+    )
+    save_figure(figure_4_1(distributions, target, titles, text, fig_settings["top_bytes"]), smk.output.png, smk.output.pdf)
