@@ -23,6 +23,7 @@ include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/logits.smk"
 include: "rules/metrics.smk"
+include: "rules/tbat.smk"
 include: "rules/report.smk"
 
 

@@ -10,7 +10,7 @@ from oversmooth.catalog import (
     trained_models,
     training_settings,
 )
-from oversmooth.metrics_report import e_table_names
+from oversmooth.metrics_report import e_table_names, tbat_table_names
 
 RESULTS = "results"
 
@@ -79,8 +79,27 @@ def e_tables():
     return e_table_names(ground_truth_models(config), config["decoding"]["methods"])
 
 
+def tbat_tables():
+    """Appendix E's TBAT tables: name -> decoding methods."""
+    return tbat_table_names(config["decoding"]["methods"])
+
+
+def tbat_path(model, kind="positions"):
+    return f"{RESULTS}/tbat/{model}" + (".parquet" if kind == "positions" else ".summary.csv")
+
+
 def metrics_tables():
-    return ["table_4_1", "table_4_2", "table_6_1", *e_tables(), "table_f_1"]
+    return ["table_4_1", "table_4_2", "table_6_1", *e_tables(), *tbat_tables(), "table_f_1"]
+
+
+def metrics_table_inputs(wildcards):
+    """Every table reads the metric summaries it pivots; Table 4.1 and E.7/E.8 read TBAT's."""
+    inputs = {}
+    if wildcards.table not in tbat_tables():
+        inputs["summaries"] = [metrics_path(m, gt, "summary") for m, gt in metric_pairs()]
+    if wildcards.table == "table_4_1" or wildcards.table in tbat_tables():
+        inputs["tbat"] = [tbat_path(m, "summary") for m in bottleneck_models(config)]
+    return inputs
 
 
 def figure_outputs(name):

@@ -35,7 +35,7 @@ rule figure_3_1:
 
 rule metrics_table:
     input:
-        summaries=[metrics_path(m, gt, "summary") for m, gt in metric_pairs()],
+        unpack(metrics_table_inputs),
     output:
         table_path("{table}"),
     wildcard_constraints:
@@ -45,6 +45,7 @@ rule metrics_table:
         models=bottleneck_models(config),
         methods=config["decoding"]["methods"],
         e_tables=e_tables(),
+        tbat_tables=tbat_tables(),
     log:
         log_path("report", "{table}"),
     conda:

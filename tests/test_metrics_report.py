@@ -5,7 +5,16 @@ import pytest
 
 from oversmooth.bytenames import byte_name
 from oversmooth.metrics import METRICS
-from oversmooth.metrics_report import e_table_names, table_4_1, table_4_2, table_6_1, table_e, table_f_1
+from oversmooth.metrics_report import (
+    e_table_names,
+    table_4_1,
+    table_4_2,
+    table_6_1,
+    table_e,
+    table_e_tbat,
+    table_f_1,
+    tbat_table_names,
+)
 
 MODELS = ["bn-4", "bn-16"]
 GTS = ["gt-a", "gt-b"]
@@ -30,13 +39,30 @@ def summary():
     return pd.DataFrame(rows)
 
 
-def test_table_4_1_has_tto_and_nsmd_per_ground_truth_and_no_tbat(summary):
-    table = table_4_1(summary, MODELS)
+def tbat_summary():
+    rows = [
+        {"model": m, "method": method, "metric": "tbat", "mean": 0.5 / int(m[3:]) + 0.01 * i, "sd": 0.1, "ci_low": 0.0,
+         "ci_high": 1.0, "n_positions": 50, "n_prompts": 4, "n_failed": 1 if method == "top_p" else 0}
+        for m in MODELS for i, method in enumerate(METHODS)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_table_4_1_has_tto_and_nsmd_per_ground_truth_and_tbat(summary):
+    table = table_4_1(summary, MODELS, tbat_summary())
     assert table["bottleneck"].tolist() == [4, 16]
     assert table["TTO mean (gt-a)"].tolist() == pytest.approx([4.0, 16.0])
     assert table["NSMD mean (gt-b)"].tolist() == pytest.approx([4.101, 16.101])
     assert table["TTO ci_high (gt-b)"].tolist() == pytest.approx([4.2, 16.2])
-    assert not any("TBAT" in c for c in table.columns)
+    assert table["TBAT mean"].tolist() == pytest.approx([0.125, 0.03125])  # pure sampling
+    assert table["TBAT n_positions"].tolist() == [50, 50]
+
+
+def test_tbat_tables_e_7_and_e_8():
+    assert tbat_table_names(METHODS) == {"table_e_7": ["pure", "greedy", "temperature"], "table_e_8": ["top_k", "top_p"]}
+    table = table_e_tbat(tbat_summary(), MODELS, ["top_k", "top_p"])
+    assert table["Top-P n_failed"].tolist() == [1, 1]
+    assert table["Top-K mean"].tolist() == pytest.approx([0.125 + 0.02, 0.03125 + 0.02])
 
 
 def test_table_4_2_carries_kl_infinite_counts(summary):
@@ -60,6 +86,8 @@ def test_appendix_e_tables_per_ground_truth_and_method_group(summary):
         "table_e_3": ("gt-b", ["pure", "greedy", "temperature"]), "table_e_4": ("gt-b", ["top_k", "top_p"]),
     }
     assert e_table_names(["gt-a"], ["pure", "top_p"]) == {"table_e_1": ("gt-a", ["pure"]), "table_e_2": ("gt-a", ["top_p"])}
+    four = e_table_names(["g1", "g2", "g3", "g4"], METHODS)
+    assert four["table_e_9"] == ("g4", ["pure", "greedy", "temperature"]) and "table_e_7" not in four
     table = table_e(summary, MODELS, "gt-b", ["pure", "greedy", "temperature"])
     kl = table[(table["model"] == "bn-4") & (table["metric"] == "KL")].iloc[0]
     assert kl["Greedy n_infinite"] == 7 and kl["Pure n_infinite"] == 0

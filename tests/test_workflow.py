@@ -67,7 +67,8 @@ def test_dry_run_lists_every_rule(smoke_run):
     _, _, dry_output = smoke_run
     expected = {
         "prepare_corpus", "select_prompts", "train_model", "evaluate_model", "table_3_1", "figure_3_1",
-        "extract_logits", "oversmoothing_metrics", "metrics_table", "figure_4_1", "figure_4_2", "figure_4_3", "all",
+        "extract_logits", "oversmoothing_metrics", "metrics_table", "figure_4_1", "figure_4_2", "figure_4_3", "tbat",
+        "all",
     }
     assert planned_rules(dry_output) == expected
 
@@ -108,7 +109,7 @@ def test_changing_one_bottleneck_reruns_only_that_model_and_its_descendants(smok
     output = dry_run_with_override(smoke_run, tmp_path, "model_overrides:\n  bn-4:\n    train: {max_iters: 30}\n")
     assert planned_rules(output) == {
         "train_model", "evaluate_model", "table_3_1", "figure_3_1", "extract_logits", "oversmoothing_metrics",
-        "metrics_table", "figure_4_1", "figure_4_2", "figure_4_3", "all",
+        "metrics_table", "figure_4_1", "figure_4_2", "figure_4_3", "tbat", "all",
     }
     assert "wildcards: model=bn-4" in output
     assert "model=bn-64" not in output and "model=gt-nanogpt" not in output
@@ -126,7 +127,7 @@ def test_changing_a_prompt_setting_reruns_the_prompts_and_their_readers_not_trai
     output = dry_run_with_override(smoke_run, tmp_path, "eval:\n  n_prompts: 5\n")
     assert planned_rules(output) == {
         "select_prompts", "extract_logits", "oversmoothing_metrics", "metrics_table",
-        "figure_4_1", "figure_4_2", "figure_4_3", "all",
+        "figure_4_1", "figure_4_2", "figure_4_3", "tbat", "all",
     }
 
 
@@ -155,7 +156,8 @@ def test_smoke_run_writes_logits_metrics_tables_and_figures(smoke_run):
     assert positions.schema.equals(POSITION_SCHEMA) and positions.num_rows == 8 * 64 * 5
     table = pd.read_csv(results / "tables" / "table_4_1.csv")
     assert table["model"].tolist() == ["bn-4", "bn-64"]
-    assert not any("TBAT" in c for c in table.columns)  # until TBAT lands the column is absent, not faked
+    assert table["TBAT n_positions"].tolist() == [24, 24] and (table["TBAT n_failed"] == 0).all()
+    assert ((table["TBAT mean"] > 0) & (table["TBAT mean"] <= 1)).all()  # k = 4, 64 < 256: both heads are low rank
     assert (table["TTO mean (gt-nanogpt)"] >= table["NSMD mean (gt-nanogpt)"]).all()
     low, high = table["TTO ci_low (gt-nanogpt)"], table["TTO ci_high (gt-nanogpt)"]
     assert ((low <= table["TTO mean (gt-nanogpt)"]) & (table["TTO mean (gt-nanogpt)"] <= high)).all()
@@ -163,7 +165,7 @@ def test_smoke_run_writes_logits_metrics_tables_and_figures(smoke_run):
     assert list(table_6_1.columns[3:]) == ["Pure mean", "Greedy mean", "Top-K mean", "Top-P mean", "Temp. mean"]
     kl = table_6_1[table_6_1["metric"] == "KL"]
     assert np.isinf(kl["Greedy mean"]).all() and np.isfinite(kl["Pure mean"]).all()  # never a silent epsilon
-    for name in ("table_4_2", "table_e_1", "table_e_2", "table_f_1"):
+    for name in ("table_4_2", "table_e_1", "table_e_2", "table_e_7", "table_e_8", "table_f_1"):
         assert len(pd.read_csv(results / "tables" / f"{name}.csv")) > 0
     for name in ("figure_4_1", "figure_4_2", "figure_4_3"):
         for ext in ("png", "pdf"):
@@ -181,4 +183,37 @@ def test_one_table_from_a_clean_state_builds_only_what_it_needs(repo, tmp_path):
     result = snakemake(repo, tmp_path, "-n", "results/tables/table_4_1.csv")
     assert planned_rules(result.stdout + result.stderr) == {
         "prepare_corpus", "select_prompts", "train_model", "extract_logits", "oversmoothing_metrics", "metrics_table",
+        "tbat",
     }
+
+
+@pytest.mark.workflow
+def test_tbat_of_a_trained_model_equals_the_definition_at_real_positions(smoke_run):
+    import pyarrow.parquet as pq
+
+    from oversmooth.reference import bat_reject_set
+    from oversmooth.tbat import BATSolver, read_sampled_rows
+    from oversmooth.train import load_model
+
+    _, workdir, _ = smoke_run
+    results = workdir / "results"
+    W = load_model(results / "models" / "bn-4" / "best.pt").output_matrix().detach().double().numpy()
+    tbat = pq.read_table(results / "tbat" / "bn-4.parquet").to_pandas()
+    pure = tbat[tbat["method"] == "pure"].reset_index(drop=True)
+    rows = [int(r.prompt_id) * 64 + int(r.position) for r in pure.head(3).itertuples()]
+    _, _, logprobs = read_sampled_rows(results / "logits" / "bn-4.parquet", np.array(rows))
+    solver = BATSolver(W)
+    for i, lp in enumerate(logprobs):
+        p = np.exp(lp.astype(np.float64))
+        p /= p.sum()
+        expected, failures = bat_reject_set(p, W)
+        assert not failures
+        assert np.array_equal(solver.reject_set(p).rejected, expected)
+        assert pure.loc[i, "tbat"] == pytest.approx(p[expected].sum(), abs=1e-9)
+
+
+@pytest.mark.workflow
+def test_changing_a_tbat_setting_reruns_tbat_and_its_tables_only(smoke_run, tmp_path):
+    output = dry_run_with_override(smoke_run, tmp_path, "tbat:\n  threshold: 0.3\n")
+    assert planned_rules(output) == {"tbat", "metrics_table", "all"}
+    assert "table=table_4_2" not in output and "table=table_e_7" in output

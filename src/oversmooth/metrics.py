@@ -145,18 +145,20 @@ def position_metrics(
     return rows
 
 
-def summarise(frame: pd.DataFrame, *, n_boot: int, confidence: float, seed: int) -> pd.DataFrame:
+def summarise(
+    frame: pd.DataFrame, *, n_boot: int, confidence: float, seed: int, metrics: Sequence[str] = METRICS
+) -> pd.DataFrame:
     """Mean, sd and a cluster-bootstrap CI of every metric per decoding method.
 
     Positions of one window are not independent, so the bootstrap resamples prompts (with all their
-    positions), `n_boot` times, seeded; the CI is the percentile interval. Infinite values (KL) are
-    left out of mean, sd and CI and counted in `n_infinite`.
+    positions), `n_boot` times, seeded; the CI is the percentile interval. Non-finite values (infinite
+    KL, NaN for a TBAT solver failure) are left out of mean, sd and CI and counted in `n_infinite`.
     """
     rows = []
     for method, group in frame.groupby("method", sort=False):
         prompt_codes, prompts = pd.factorize(group["prompt_id"])
         weights = bootstrap_weights(len(prompts), n_boot, seed)
-        for metric in METRICS:
+        for metric in metrics:
             values = group[metric].to_numpy()
             rows.append({"method": method, "metric": metric, **describe(values, prompt_codes, weights, confidence)})
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
@@ -175,7 +177,7 @@ def describe(values: np.ndarray, clusters: np.ndarray, weights: np.ndarray, conf
     sums = np.bincount(clusters[finite], weights=values[finite], minlength=n_clusters)
     counts = np.bincount(clusters[finite], minlength=n_clusters).astype(float)
     kept = values[finite]
-    mean = kept.mean() if kept.size else (np.inf if (~finite).any() else np.nan)  # all infinite: the mean is too
+    mean = kept.mean() if kept.size else (np.inf if np.isposinf(values).any() else np.nan)  # all infinite: so is the mean
     sd = kept.std(ddof=1) if kept.size > 1 else np.nan
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = (weights @ sums) / (weights @ counts)
@@ -188,6 +190,8 @@ def describe(values: np.ndarray, clusters: np.ndarray, weights: np.ndarray, conf
     }
 
 
-def summarise_file(path: str | os.PathLike, *, n_boot: int, confidence: float, seed: int) -> pd.DataFrame:
-    columns = ["prompt_id", "method", *METRICS]
-    return summarise(pq.read_table(path, columns=columns).to_pandas(), n_boot=n_boot, confidence=confidence, seed=seed)
+def summarise_file(
+    path: str | os.PathLike, *, n_boot: int, confidence: float, seed: int, metrics: Sequence[str] = METRICS
+) -> pd.DataFrame:
+    frame = pq.read_table(path, columns=["prompt_id", "method", *metrics]).to_pandas()
+    return summarise(frame, n_boot=n_boot, confidence=confidence, seed=seed, metrics=metrics)

@@ -48,9 +48,18 @@ def by_ground_truth(summary: pd.DataFrame, models: Sequence[str], metrics: Seque
     return table
 
 
-def table_4_1(summary: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
-    """TTO and NSMD per bottleneck against each ground truth (pure sampling). The TBAT column comes with TBAT."""
-    return by_ground_truth(summary, models, ["tto", "nsmd"])
+def load_tbat_summaries(paths: Mapping[str, str | os.PathLike]) -> pd.DataFrame:
+    """One long frame from the per-model TBAT summary CSVs."""
+    return pd.concat([pd.read_csv(path).assign(model=model) for model, path in paths.items()], ignore_index=True)
+
+
+def table_4_1(summary: pd.DataFrame, models: Sequence[str], tbat: pd.DataFrame) -> pd.DataFrame:
+    """TTO and NSMD per bottleneck against each ground truth (pure sampling), and TBAT (pure)."""
+    table = by_ground_truth(summary, models, ["tto", "nsmd"])
+    pure = tbat[tbat["method"] == "pure"].set_index("model")
+    for stat in (*STATS, "n_failed", "n_positions"):
+        table[f"TBAT {stat}"] = table["model"].map(pure[stat])
+    return table
 
 
 def table_4_2(summary: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
@@ -86,16 +95,40 @@ def table_6_1(summary: pd.DataFrame, models: Sequence[str], methods: Sequence[st
     return by_method(summary, models, methods, ["mean"])
 
 
+TBAT_TABLES = {"table_e_7": GROUP_A, "table_e_8": GROUP_B}
+
+
 def e_table_names(ground_truths: Sequence[str], methods: Sequence[str]) -> dict[str, tuple[str, list[str]]]:
     """`table_e_<n>` -> (ground truth, methods): per ground truth in config order, one table for pure,
-    greedy and temperature and one for top-k and top-p (thesis E.1-E.6 split the same way)."""
+    greedy and temperature and one for top-k and top-p (thesis E.1-E.6 split the same way). E.7 and E.8
+    are TBAT's, so a fourth ground truth continues at E.9."""
     names = {}
     for g, gt in enumerate(ground_truths):
+        first = 2 * g + 1 if g < 3 else 2 * g + 3
         for offset, group in enumerate((GROUP_A, GROUP_B)):
             chosen = [m for m in group if m in methods]
             if chosen:
-                names[f"table_e_{2 * g + offset + 1}"] = (gt, chosen)
+                names[f"table_e_{first + offset}"] = (gt, chosen)
     return names
+
+
+def tbat_table_names(methods: Sequence[str]) -> dict[str, list[str]]:
+    """`table_e_7` (pure, greedy, temperature) and `table_e_8` (top-k, top-p): TBAT per method."""
+    chosen = {name: [m for m in group if m in methods] for name, group in TBAT_TABLES.items()}
+    return {name: group for name, group in chosen.items() if group}
+
+
+def table_e_tbat(tbat: pd.DataFrame, models: Sequence[str], methods: Sequence[str]) -> pd.DataFrame:
+    """TBAT per bottleneck and method: mean, sd, CI, solver failures (thesis E.7, E.8)."""
+    rows = []
+    for model in models:
+        row = {"bottleneck": bottleneck_of(model), "model": model}
+        for method in methods:
+            cell = tbat[(tbat["model"] == model) & (tbat["method"] == method)]
+            for stat in (*STATS, "n_failed"):
+                row[f"{METHOD_LABELS[method]} {stat}"] = cell[stat].iloc[0] if len(cell) else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def table_e(summary: pd.DataFrame, models: Sequence[str], ground_truth: str, methods: Sequence[str]) -> pd.DataFrame:

@@ -51,3 +51,38 @@ def entropy(p: Sequence[float]) -> float:
 
 def entropy_diff(p_bn: Sequence[float], p_gt: Sequence[float]) -> float:
     return entropy(p_bn) - entropy(p_gt)
+
+
+def bat_reject_set(
+    p, W, threshold: float = 0.2, zero_tol: float = 1e-9, skip_above_threshold: bool = True, feasibility_tol: float = 1e-9
+):
+    """BAT-rejected bytes by the definition, one `scipy.optimize.linprog` (HiGHS) per byte, rebuilt each
+    time, as the thesis code did: minimise q_i s.t. sum(q) = 1, W^T q = W^T p, 0 <= q <= p / (1 - threshold);
+    i is rejected iff the minimum is <= zero_tol. Bytes with p_i > threshold cannot be rejected (the other
+    bytes' bounds sum to less than 1); the thesis skipped them, and so does this unless told otherwise.
+
+    HiGHS's feasibility tolerances are set to `feasibility_tol` (its default, 1e-7, would let q_i = 0 pass
+    for p_i below about 1e-7). Returns (rejected: bool array, failures: indices whose LP did not solve;
+    never counted as accept or reject).
+    """
+    import numpy as np
+    from scipy.optimize import linprog
+
+    p = np.asarray(p, dtype=np.float64)
+    A = np.vstack([np.asarray(W, dtype=np.float64).T, np.ones(len(p))])
+    bounds = np.stack([np.zeros(len(p)), p / (1 - threshold)], axis=1)
+    rejected, failures = np.zeros(len(p), dtype=bool), []
+    for i in range(len(p)):
+        if skip_above_threshold and p[i] > threshold:
+            continue
+        cost = np.zeros(len(p))
+        cost[i] = 1.0
+        res = linprog(
+            cost, A_eq=A, b_eq=A @ p, bounds=bounds, method="highs",
+            options={"primal_feasibility_tolerance": feasibility_tol, "dual_feasibility_tolerance": feasibility_tol},
+        )
+        if res.status != 0:
+            failures.append(i)
+        else:
+            rejected[i] = res.fun <= zero_tol
+    return rejected, failures

@@ -1,4 +1,4 @@
-"""Snakemake adapter: one oversmoothing table (4.1, 4.2, 6.1, E.n, F.1) from the per-pair summaries."""
+"""Snakemake adapter: one oversmoothing table (4.1, 4.2, 6.1, E.n, F.1) from the per-pair and TBAT summaries."""
 
 from oversmooth import metrics_report as mr
 from oversmooth.logs import log_to_file
@@ -8,12 +8,17 @@ smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
     name, models, methods = smk.wildcards.table, smk.params.models, smk.params.methods
-    summary = mr.load_summaries(dict(zip(map(tuple, smk.params.pairs), smk.input.summaries)))
-    if name in smk.params.e_tables:
+    summary = mr.load_summaries(dict(zip(map(tuple, smk.params.pairs), smk.input.summaries))) if "summaries" in smk.input.keys() else None
+    tbat = mr.load_tbat_summaries(dict(zip(models, smk.input.tbat))) if "tbat" in smk.input.keys() else None
+    if name in smk.params.tbat_tables:
+        table = mr.table_e_tbat(tbat, models, smk.params.tbat_tables[name])
+    elif name in smk.params.e_tables:
         ground_truth, chosen = smk.params.e_tables[name]
         table = mr.table_e(summary, models, ground_truth, chosen)
+    elif name == "table_4_1":
+        table = mr.table_4_1(summary, models, tbat)
     elif name == "table_6_1":
         table = mr.table_6_1(summary, models, methods)
     else:
-        table = {"table_4_1": mr.table_4_1, "table_4_2": mr.table_4_2, "table_f_1": mr.table_f_1}[name](summary, models)
+        table = {"table_4_2": mr.table_4_2, "table_f_1": mr.table_f_1}[name](summary, models)
     write_csv(table, smk.output[0])

@@ -1,0 +1,101 @@
+"""TBAT: the fast exact solver against the definition (one linprog per byte), hand-made cases, full rank."""
+
+import numpy as np
+import pytest
+
+from oversmooth.reference import bat_reject_set
+from oversmooth.tbat import BATSolver, TBATSettings, dual_bounds, row_basis, sample_positions, tbat_positions
+
+
+def random_instance(V, k, seed, scale=3.0):
+    """A head W (V x k) and an output p = softmax(W z) of it, as a trained bottleneck would give."""
+    rng = np.random.default_rng(seed)
+    W = rng.normal(size=(V, k))
+    logits = scale * W @ rng.normal(size=k) / np.sqrt(k)
+    p = np.exp(logits - logits.max())
+    return W, p / p.sum()
+
+
+def test_hand_made_three_byte_case():
+    W = np.array([[1.0], [0.0], [0.0]])  # W^T q = q_0: the first byte's mass is pinned, bytes 1 and 2 trade
+    p = np.array([0.5, 0.3, 0.2])
+    # threshold 0.5: u = (1, 0.6, 0.4); q_1 + q_2 = 0.5 allows q_2 = 0 but not q_1 = 0
+    result = BATSolver(W, TBATSettings(threshold=0.5)).reject_set(p)
+    assert result.rejected.tolist() == [False, False, True]
+    assert result.tbat(p) == pytest.approx(0.2)
+    # threshold 0.2: u = (0.625, 0.375, 0.25); q_1 >= 0.25 and q_2 >= 0.125, nothing can vanish
+    assert not BATSolver(W, TBATSettings(threshold=0.2)).reject_set(p).rejected.any()
+    for threshold in (0.5, 0.2):
+        reference, failures = bat_reject_set(p, W, threshold=threshold)
+        assert not failures
+        assert np.array_equal(reference, BATSolver(W, TBATSettings(threshold=threshold)).reject_set(p).rejected)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8, 16, 32])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fast_reject_sets_equal_the_definition_on_random_instances(k, seed):
+    W, p = random_instance(64, k, seed)
+    expected, failures = bat_reject_set(p, W)
+    result = BATSolver(W).reject_set(p)
+    assert not failures and not result.failed
+    assert np.array_equal(result.rejected, expected)
+
+
+@pytest.mark.parametrize("k,seed", [(4, 10), (16, 11), (32, 12)])
+def test_fast_reject_sets_equal_the_definition_at_full_vocabulary(k, seed):
+    W, p = random_instance(256, k, seed, scale=6.0)
+    expected, failures = bat_reject_set(p, W)
+    result = BATSolver(W).reject_set(p)
+    assert not failures and not result.failed
+    assert np.array_equal(result.rejected, expected)
+    assert 0 < expected.sum() < 256  # a case with both verdicts
+
+
+def test_bytes_above_the_threshold_are_never_rejected_so_skipping_them_is_exact():
+    W, p = random_instance(32, 3, 5, scale=8.0)
+    assert p.max() > 0.2
+    with_skip, _ = bat_reject_set(p, W, skip_above_threshold=True)
+    without, failures = bat_reject_set(p, W, skip_above_threshold=False)
+    assert not failures and np.array_equal(with_skip, without)
+
+
+def test_full_rank_needs_no_linear_program():
+    W, p = random_instance(64, 64, 3)
+    solver = BATSolver(W)
+    assert solver.full_rank and solver.highs is None
+    result = solver.reject_set(p)
+    assert result.lp_solves == 0 and not result.rejected.any() and result.tbat(p) == 0.0
+
+
+def test_decoded_distributions_with_zeros_reject_exactly_the_empty_bytes_at_full_rank():
+    W, p = random_instance(64, 64, 4)
+    p[p < np.sort(p)[-5]] = 0.0  # top-5
+    p /= p.sum()
+    assert np.array_equal(BATSolver(W).reject_set(p).rejected, p == 0)
+
+
+def test_dual_bounds_are_valid_lower_bounds():
+    W, p = random_instance(32, 4, 6)
+    u = p / 0.8
+    Q = row_basis(W, 1e-10)
+    S = np.random.default_rng(0).normal(size=(50, Q.shape[0])) @ Q
+    bounds = dual_bounds(S, p, u)
+    expected, _ = bat_reject_set(p, W, skip_above_threshold=False)
+    assert not (bounds[expected] > 1e-9).any()  # a rejected byte can never get a positive certificate
+
+
+def test_positions_over_worker_processes_match_one_process():
+    W, _ = random_instance(64, 8, 7)
+    probs = np.stack([np.exp(W @ np.random.default_rng(i).normal(size=8)) for i in range(6)])
+    probs /= probs.sum(1, keepdims=True)
+    one = tbat_positions(W, probs, TBATSettings(), workers=1)
+    two = tbat_positions(W, probs, TBATSettings(), workers=2)
+    assert [r.index for r in two] == list(range(6))
+    assert [r.tbat for r in one] == [r.tbat for r in two]
+
+
+def test_position_sample_is_seeded_and_sorted():
+    a = sample_positions(1000, 50, seed=3)
+    assert np.array_equal(a, sample_positions(1000, 50, seed=3)) and np.all(np.diff(a) > 0)
+    assert np.array_equal(sample_positions(10, "all", seed=3), np.arange(10))
+    assert len(sample_positions(10, 50, seed=3)) == 10
