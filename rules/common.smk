@@ -132,5 +132,7 @@ def all_targets():
         data_path("prompts.parquet"),
         table_path("table_3_1"),
         *(table_path(name) for name in metrics_tables()),
+        table_path("table_b"),
+        table_path("table_i_1"),
         *(figure_path(name, ext) for name in figures for ext in ("png", "pdf")),
     ]

@@ -102,3 +102,31 @@ rule figure_4_3:
         "../envs/report.yaml"
     script:
         "../workflow/scripts/figure_4_3.py"
+
+
+rule table_b:
+    input:
+        [RESULTS + f"/unargmaxable/{m}.json" for m in bottleneck_models(config)],
+    output:
+        table_path("table_b"),
+    log:
+        log_path("report", "table_b"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/table_b.py"
+
+
+rule table_i_1:
+    input:
+        [RESULTS + f"/timing/{m}.csv" for m in bottleneck_models(config)],
+    output:
+        table_path("table_i_1"),
+    params:
+        models=bottleneck_models(config),
+    log:
+        log_path("report", "table_i_1"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/table_i_1.py"

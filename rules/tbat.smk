@@ -1,4 +1,4 @@
-# TBAT (thesis §4.1.6, appendix D): exact BAT-reject sets by linear programming. A CPU rule.
+# TBAT (thesis §4.1.6, appendix D) and unargmaxable classes (appendix B): exact, by linear programming. CPU rules.
 
 
 rule tbat:
@@ -24,3 +24,47 @@ rule tbat:
         "../envs/torch.yaml"
     script:
         "../workflow/scripts/tbat.py"
+
+
+rule unargmaxable:
+    input:
+        checkpoint=model_path("{model}", "best.pt"),
+    output:
+        RESULTS + "/unargmaxable/{model}.json",
+    wildcard_constraints:
+        model=r"bn-\d+",
+    params:
+        settings=config["unargmaxable"],
+        seed=config["seed"],
+    log:
+        log_path("unargmaxable", "{model}"),
+    benchmark:
+        benchmark_path("unargmaxable", "{model}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/unargmaxable.py"
+
+
+rule time_metrics:
+    input:
+        model=logits_path("{model}"),
+        ground_truth=logits_path(ground_truth_models(config)[0]),
+        checkpoint=model_path("{model}", "best.pt"),
+    output:
+        RESULTS + "/timing/{model}.csv",
+    wildcard_constraints:
+        model=r"bn-\d+",
+    params:
+        timing=config["timing"],
+        tau=config["metrics"]["tau"],
+        tbat={k: v for k, v in config["tbat"].items() if k not in ("positions", "threads")},
+        seed=config["seed"],
+    log:
+        log_path("timing", "{model}"),
+    benchmark:
+        benchmark_path("timing", "{model}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/time_metrics.py"

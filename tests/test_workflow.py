@@ -68,7 +68,7 @@ def test_dry_run_lists_every_rule(smoke_run):
     expected = {
         "prepare_corpus", "select_prompts", "train_model", "evaluate_model", "table_3_1", "figure_3_1",
         "extract_logits", "oversmoothing_metrics", "metrics_table", "figure_4_1", "figure_4_2", "figure_4_3", "tbat",
-        "all",
+        "unargmaxable", "table_b", "time_metrics", "table_i_1", "all",
     }
     assert planned_rules(dry_output) == expected
 
@@ -109,7 +109,8 @@ def test_changing_one_bottleneck_reruns_only_that_model_and_its_descendants(smok
     output = dry_run_with_override(smoke_run, tmp_path, "model_overrides:\n  bn-4:\n    train: {max_iters: 30}\n")
     assert planned_rules(output) == {
         "train_model", "evaluate_model", "table_3_1", "figure_3_1", "extract_logits", "oversmoothing_metrics",
-        "metrics_table", "figure_4_1", "figure_4_2", "figure_4_3", "tbat", "all",
+        "metrics_table", "figure_4_1", "figure_4_2", "figure_4_3", "tbat", "unargmaxable", "table_b",
+        "time_metrics", "table_i_1", "all",
     }
     assert "wildcards: model=bn-4" in output
     assert "model=bn-64" not in output and "model=gt-nanogpt" not in output
@@ -127,7 +128,7 @@ def test_changing_a_prompt_setting_reruns_the_prompts_and_their_readers_not_trai
     output = dry_run_with_override(smoke_run, tmp_path, "eval:\n  n_prompts: 5\n")
     assert planned_rules(output) == {
         "select_prompts", "extract_logits", "oversmoothing_metrics", "metrics_table",
-        "figure_4_1", "figure_4_2", "figure_4_3", "tbat", "all",
+        "figure_4_1", "figure_4_2", "figure_4_3", "tbat", "time_metrics", "table_i_1", "all",
     }
 
 
@@ -175,7 +176,9 @@ def test_smoke_run_writes_logits_metrics_tables_and_figures(smoke_run):
 @pytest.mark.workflow
 def test_changing_a_metric_setting_reruns_metrics_and_tables_only(smoke_run, tmp_path):
     output = dry_run_with_override(smoke_run, tmp_path, "metrics:\n  tau: 0.8\n")
-    assert planned_rules(output) == {"oversmoothing_metrics", "metrics_table", "figure_4_1", "figure_4_2", "all"}
+    assert planned_rules(output) == {
+        "oversmoothing_metrics", "metrics_table", "figure_4_1", "figure_4_2", "time_metrics", "table_i_1", "all",
+    }
 
 
 @pytest.mark.workflow
@@ -215,5 +218,18 @@ def test_tbat_of_a_trained_model_equals_the_definition_at_real_positions(smoke_r
 @pytest.mark.workflow
 def test_changing_a_tbat_setting_reruns_tbat_and_its_tables_only(smoke_run, tmp_path):
     output = dry_run_with_override(smoke_run, tmp_path, "tbat:\n  threshold: 0.3\n")
-    assert planned_rules(output) == {"tbat", "metrics_table", "all"}
+    assert planned_rules(output) == {"tbat", "metrics_table", "time_metrics", "table_i_1", "all"}
     assert "table=table_4_2" not in output and "table=table_e_7" in output
+
+
+@pytest.mark.workflow
+def test_smoke_run_writes_tables_b_and_i_1(smoke_run):
+    _, workdir, _ = smoke_run
+    tables = workdir / "results" / "tables"
+    table_b = pd.read_csv(tables / "table_b.csv").fillna("")
+    assert table_b["model"].tolist() == ["bn-4", "bn-64"]
+    assert (table_b["n_unargmaxable"] <= table_b["n_flagged_approx"]).all() and (table_b["n_failed"] == 0).all()
+    assert (table_b["n_unargmaxable"] == table_b["unargmaxable"].str.split().str.len().fillna(0)).all()
+    table_i = pd.read_csv(tables / "table_i_1.csv")
+    for metric in ("TTO", "NSMD", "TV", "KL", "TBAT"):
+        assert (table_i[f"{metric} ours mean s"] > 0).all() and (table_i[f"{metric} reference mean s"] > 0).all()

@@ -1,0 +1,106 @@
+"""Unargmaxable classes: the exact test on heads built with a known answer, the pre-screen, witnesses."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from oversmooth.argmax import (
+    centred_basis,
+    exact_argmaxable,
+    head_geometry,
+    reflection_search,
+    unargmaxable_classes,
+    verify_witness,
+)
+from oversmooth.model import BottleneckHead
+
+
+def head_with_rows(rows: np.ndarray, beta: np.ndarray | None = None) -> BottleneckHead:
+    """A k = d + 1 head whose logits are rows @ t (+ W beta) for inputs t of the centred subspace."""
+    V, d = rows.shape
+    head = BottleneckHead(8, d + 1, V).double()
+    U = centred_basis(d + 1)
+    with torch.no_grad():
+        head.out.weight.copy_(torch.from_numpy(rows @ U.T))
+        head.norm.weight.fill_(1.0)
+        head.norm.bias.copy_(torch.from_numpy(beta if beta is not None else np.zeros(d + 1)))
+    return head
+
+
+def circle(n, radius=1.0, offset=0.0):
+    angles = offset + 2 * np.pi * np.arange(n) / n
+    return radius * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+
+
+def test_centred_basis_is_orthonormal_and_centred():
+    U = centred_basis(5)
+    assert U.shape == (5, 4)
+    np.testing.assert_allclose(U.T @ U, np.eye(4), atol=1e-12)
+    np.testing.assert_allclose(U.sum(0), 0, atol=1e-12)
+
+
+def test_a_class_strictly_inside_the_convex_hull_is_unargmaxable():
+    rows = np.vstack([circle(12), [[0.3, 0.1]]])  # the last class lies inside the others' hull, no bias
+    head = head_with_rows(rows)
+    report = unargmaxable_classes(head)
+    assert report.unargmaxable == [12] and report.flagged_approx == [12]
+    assert sorted(report.witnesses) == [] and not report.failed  # nothing flagged falsely here
+
+
+def test_false_flags_of_the_pre_screen_are_cleared_with_verified_witnesses():
+    rows = np.vstack([circle(12), [[0.3, 0.1]]])
+    head = head_with_rows(rows)
+    report = unargmaxable_classes(head, patience=-1)  # no search at all: the pre-screen flags every class
+    assert len(report.flagged_approx) == 13
+    assert report.unargmaxable == [12]
+    assert sorted(report.witnesses) == list(range(12))
+    geometry = head_geometry(head)
+    for i, t in report.witnesses.items():
+        assert np.linalg.norm(t) < geometry.radius and verify_witness(head, geometry, t, i)
+
+
+def test_a_thin_wedge_class_is_argmaxable_and_its_witness_runs_through_the_head():
+    rows = circle(36)
+    wedge = 1.0001 * np.array([math.cos(math.radians(5)), math.sin(math.radians(5))])
+    rows = np.vstack([rows, wedge])  # just outside the chord between its neighbours
+    head = head_with_rows(rows)
+    geometry = head_geometry(head)
+    verdict, t = exact_argmaxable(geometry, 36)
+    assert verdict == "argmaxable" and verify_witness(head, geometry, t, 36)
+
+
+def test_a_class_reachable_only_beyond_layernorm_norm_is_reported_apart():
+    # class 1 beats class 0 only where t_1 + t_2 > 3.2: inside the box |t| <= sqrt(3) but outside the ball
+    rows = np.array([[0.0, 0.0], [1.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])
+    geometry = head_geometry(head_with_rows(rows))
+    geometry = type(geometry)(geometry.A, np.array([3.2, 0.0, 0.0, 0.0]), geometry.U, geometry.radius)
+    assert exact_argmaxable(geometry, 1)[0] == "beyond_norm"
+    assert exact_argmaxable(geometry, 0)[0] == "argmaxable"
+    far = type(geometry)(geometry.A, np.array([5.0, 0.0, 0.0, 0.0]), geometry.U, geometry.radius)
+    assert exact_argmaxable(far, 1)[0] == "unargmaxable"  # not even in the box
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_exact_verdicts_agree_with_a_dense_search_in_two_dimensions(seed):
+    rng = np.random.default_rng(seed)
+    rows = rng.normal(size=(30, 2))
+    head = head_with_rows(rows, beta=rng.normal(size=3) * 0.3)
+    geometry = head_geometry(head)
+    angles = np.linspace(0, 2 * np.pi, 4000, endpoint=False)
+    radii = geometry.radius * np.linspace(0.001, 0.999, 200)
+    T = (radii[:, None, None] * np.stack([np.cos(angles), np.sin(angles)], axis=1)[None]).reshape(-1, 2)
+    seen = set(np.argmax(T @ geometry.A.T + geometry.c, axis=1).tolist())
+    report = unargmaxable_classes(head)
+    assert not seen & set(report.unargmaxable)  # nothing the search reached is called unargmaxable
+    for i in set(range(30)) - seen:  # what the grid missed is either unargmaxable or has a witness
+        assert i in report.unargmaxable or reflection_search(geometry, i, 200, rng) is not None or i in report.witnesses
+
+
+def test_trained_shape_head_runs():
+    torch.manual_seed(0)
+    head = BottleneckHead(32, 4, 256).double()
+    report = unargmaxable_classes(head, patience=50)
+    assert set(report.unargmaxable) <= set(report.flagged_approx)
+    assert not report.failed

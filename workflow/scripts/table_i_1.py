@@ -1,0 +1,12 @@
+"""Snakemake adapter: Table I.1, seconds per position of each metric per bottleneck, ours beside the reference."""
+
+import pandas as pd
+
+from oversmooth.logs import log_to_file
+from oversmooth.report import write_csv
+from oversmooth.timing import table_i_1
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+
+with log_to_file(smk.log[0]):
+    write_csv(table_i_1({m: pd.read_csv(p) for m, p in zip(smk.params.models, smk.input)}), smk.output[0])
