@@ -24,6 +24,7 @@ include: "rules/train.smk"
 include: "rules/logits.smk"
 include: "rules/metrics.smk"
 include: "rules/tbat.smk"
+include: "rules/sampling.smk"
 include: "rules/report.smk"
 
 

@@ -11,6 +11,7 @@ from oversmooth.catalog import (
     training_settings,
 )
 from oversmooth.metrics_report import e_table_names, tbat_table_names
+from oversmooth.quality_report import QUALITY_TABLES, SAMPLE_TABLES, nearest_models
 
 RESULTS = "results"
 
@@ -126,7 +127,7 @@ def local_source_files(wildcards=None):
 
 def all_targets():
     """Everything `rule all` builds: each stage adds its final outputs here."""
-    figures = ["figure_3_1", "figure_4_1", "figure_4_2", "figure_4_3"]
+    figures = ["figure_3_1", "figure_4_1", "figure_4_2", "figure_4_3", "figure_5_1"]
     return [
         data_path("manifest.json"),
         data_path("prompts.parquet"),
@@ -134,5 +135,7 @@ def all_targets():
         *(table_path(name) for name in metrics_tables()),
         table_path("table_b"),
         table_path("table_i_1"),
+        *(table_path(name) for name in QUALITY_TABLES),
+        *(f"{RESULTS}/tables/{name}.md" for name in SAMPLE_TABLES),
         *(figure_path(name, ext) for name in figures for ext in ("png", "pdf")),
     ]

@@ -63,8 +63,8 @@ rule figure_4_1:
     params:
         models=all_models(config),
         ground_truths=ground_truth_models(config),
-        figures=config["figures"],
-        metrics=config["metrics"],
+        figures={k: config["figures"][k] for k in ("prompt", "position", "top_bytes")},
+        metrics={k: config["metrics"][k] for k in ("tau", "kl_epsilon")},
     log:
         log_path("report", "figure_4_1"),
     conda:
@@ -130,3 +130,60 @@ rule table_i_1:
         "../envs/report.yaml"
     script:
         "../workflow/scripts/table_i_1.py"
+
+
+rule quality_table:
+    input:
+        [f"{RESULTS}/quality/{m}.summary.csv" for m in [*all_models(config), "human"]],
+    output:
+        table_path("{quality_table}"),
+    wildcard_constraints:
+        quality_table="|".join(QUALITY_TABLES),
+    params:
+        models=all_models(config),
+        methods=lambda w: [m for m in QUALITY_TABLES[w.quality_table] if m in config["decoding"]["methods"]],
+    log:
+        log_path("report", "{quality_table}"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/quality_table.py"
+
+
+rule sample_table:
+    input:
+        samples=[f"{RESULTS}/samples/{m}.parquet" for m in all_models(config)],
+        prompts=data_path("prompts.parquet"),
+    output:
+        RESULTS + "/tables/{sample_table}.md",
+    wildcard_constraints:
+        sample_table="|".join(SAMPLE_TABLES),
+    params:
+        models=all_models(config),
+        shown=lambda w: all_models(config) if w.sample_table == "samples_appendix_g" else nearest_models(bottleneck_models(config)),
+        methods=lambda w: [m for m in SAMPLE_TABLES[w.sample_table] if m in config["decoding"]["methods"]],
+        prompt=config["figures"]["sample_prompt"],
+        n_prompts=config["sampling"]["n_prompts"],
+    log:
+        log_path("report", "{sample_table}"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/sample_table.py"
+
+
+rule figure_5_1:
+    input:
+        samples=[f"{RESULTS}/samples/{m}.parquet" for m in all_models(config)],
+        prompts=data_path("prompts.parquet"),
+    output:
+        **figure_outputs("figure_5_1"),
+    params:
+        models=all_models(config),
+        n_prompts=config["sampling"]["n_prompts"],
+    log:
+        log_path("report", "figure_5_1"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/figure_5_1.py"

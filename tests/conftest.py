@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
+
+from oversmooth.prompts import PROMPTS_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,3 +30,17 @@ def write_docs(folder: Path, docs: dict[str, bytes | str]) -> Path:
 def sentences(doc: int, n: int) -> str:
     """A document of `n` distinct sentences, easy to recognise in assertions."""
     return " ".join(f"Document {doc} says sentence number {i} is here." for i in range(n))
+
+
+def prompts_table(n, context_len, window_len, seed=0):
+    """`n` prompts of random printable bytes: a context and a window (also the sampling prefix)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        text = bytes(rng.integers(32, 127, size=context_len + window_len, dtype=np.uint8))
+        rows.append(
+            {"prompt_id": i, "doc_id": f"d{i}", "source": "test", "offset": context_len,
+             "context": text[:context_len], "window": text[context_len:], "sample_prefix": text[context_len:],
+             "human_continuation": b""}
+        )
+    return pa.Table.from_pylist(rows, schema=PROMPTS_SCHEMA)

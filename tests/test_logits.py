@@ -1,7 +1,6 @@
 """Logit extraction: the pass plan, teacher forcing against one pass per position, the Parquet layout."""
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -18,19 +17,7 @@ from oversmooth.logits import (
     plan_passes,
 )
 from oversmooth.model import GPT, GPTConfig
-from oversmooth.prompts import PROMPTS_SCHEMA
-
-
-def prompts_table(n, context_len, window_len, seed=0):
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i in range(n):
-        text = bytes(rng.integers(32, 127, size=context_len + window_len, dtype=np.uint8))
-        rows.append(
-            {"prompt_id": i, "doc_id": f"d{i}", "source": "test", "offset": context_len,
-             "context": text[:context_len], "window": text[context_len:], "sample_prefix": b"", "human_continuation": b""}
-        )
-    return pa.Table.from_pylist(rows, schema=PROMPTS_SCHEMA)
+from conftest import prompts_table
 
 
 def tiny_gpt(block=32, bottleneck=4, seed=0):

@@ -68,7 +68,8 @@ def test_dry_run_lists_every_rule(smoke_run):
     expected = {
         "prepare_corpus", "select_prompts", "train_model", "evaluate_model", "table_3_1", "figure_3_1",
         "extract_logits", "oversmoothing_metrics", "metrics_table", "figure_4_1", "figure_4_2", "figure_4_3", "tbat",
-        "unargmaxable", "table_b", "time_metrics", "table_i_1", "all",
+        "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "perplexity_model", "quality",
+        "quality_table", "sample_table", "figure_5_1", "all",
     }
     assert planned_rules(dry_output) == expected
 
@@ -110,7 +111,7 @@ def test_changing_one_bottleneck_reruns_only_that_model_and_its_descendants(smok
     assert planned_rules(output) == {
         "train_model", "evaluate_model", "table_3_1", "figure_3_1", "extract_logits", "oversmoothing_metrics",
         "metrics_table", "figure_4_1", "figure_4_2", "figure_4_3", "tbat", "unargmaxable", "table_b",
-        "time_metrics", "table_i_1", "all",
+        "time_metrics", "table_i_1", "sample", "quality", "quality_table", "sample_table", "figure_5_1", "all",
     }
     assert "wildcards: model=bn-4" in output
     assert "model=bn-64" not in output and "model=gt-nanogpt" not in output
@@ -128,7 +129,8 @@ def test_changing_a_prompt_setting_reruns_the_prompts_and_their_readers_not_trai
     output = dry_run_with_override(smoke_run, tmp_path, "eval:\n  n_prompts: 5\n")
     assert planned_rules(output) == {
         "select_prompts", "extract_logits", "oversmoothing_metrics", "metrics_table",
-        "figure_4_1", "figure_4_2", "figure_4_3", "tbat", "time_metrics", "table_i_1", "all",
+        "figure_4_1", "figure_4_2", "figure_4_3", "tbat", "time_metrics", "table_i_1",
+        "sample", "quality", "quality_table", "sample_table", "figure_5_1", "all",
     }
 
 
@@ -233,3 +235,27 @@ def test_smoke_run_writes_tables_b_and_i_1(smoke_run):
     table_i = pd.read_csv(tables / "table_i_1.csv")
     for metric in ("TTO", "NSMD", "TV", "KL", "TBAT"):
         assert (table_i[f"{metric} ours mean s"] > 0).all() and (table_i[f"{metric} reference mean s"] > 0).all()
+
+
+@pytest.mark.workflow
+def test_smoke_run_samples_and_scores_quality(smoke_run):
+    from oversmooth.sampling import SAMPLES_SCHEMA
+
+    _, workdir, _ = smoke_run
+    results = workdir / "results"
+    samples = pq.read_table(results / "samples" / "bn-4.parquet")
+    assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 5
+    assert {len(c) for c in samples.column("continuation").to_pylist()} == {64}
+    table = pd.read_csv(results / "tables" / "table_5_3.csv")
+    assert table["model"].tolist() == ["bn-4", "bn-64", "gt-nanogpt", "human"]
+    assert (table["perplexity_mean"] > 1).all() and table["byte_tv"].iloc[-1] == 0.0
+    assert len(pd.read_csv(results / "tables" / "table_6_2.csv")) == 3 * 3 + 1
+    assert "**" in (results / "tables" / "table_5_1.md").read_text()
+    for ext in ("png", "pdf"):
+        assert (results / "figures" / f"figure_5_1.{ext}").stat().st_size > 1000
+
+
+@pytest.mark.workflow
+def test_changing_a_quality_setting_reruns_quality_only(smoke_run, tmp_path):
+    output = dry_run_with_override(smoke_run, tmp_path, "quality:\n  repetition_n: 3\n")
+    assert planned_rules(output) == {"quality", "quality_table", "all"}

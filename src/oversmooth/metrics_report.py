@@ -199,47 +199,58 @@ def figure_4_2(per_byte: pd.DataFrame, ground_truth: str) -> plt.Figure:
     return fig
 
 
-def argmax_frequencies(argmax_counts: Mapping[str, np.ndarray], target_counts: np.ndarray) -> pd.DataFrame:
-    """Relative frequency of each byte as the model's argmax, beside the targets' own frequency."""
-    frame = pd.DataFrame({name: counts / counts.sum() for name, counts in argmax_counts.items()})
-    frame.insert(0, "targets", target_counts / target_counts.sum())
-    frame["count"] = target_counts
+def relative_frequencies(counts: Mapping[str, np.ndarray], reference: str, reference_counts: np.ndarray) -> pd.DataFrame:
+    """Relative frequency of each byte per source, the reference first; `count` holds the reference counts."""
+    frame = pd.DataFrame({name: c / max(c.sum(), 1) for name, c in counts.items()})
+    frame.insert(0, reference, reference_counts / reference_counts.sum())
+    frame["count"] = reference_counts
     return frame
 
 
-def figure_4_3(freqs: pd.DataFrame, n_extreme: int = 10) -> plt.Figure:
-    """Argmax frequencies of every model against the targets': overall, most and least frequent bytes."""
+def frequency_figure(freqs: pd.DataFrame, title: str, byte_label: str, n_extreme: int = 10) -> plt.Figure:
+    """Byte frequencies of every source against the reference (first column): overall, and for the
+    reference's most and least frequent occurring bytes (Figures 4.3 and 5.1)."""
     occurring = freqs[freqs["count"] > 0].sort_values("count", ascending=False, kind="stable")
     columns = [c for c in freqs.columns if c != "count"]
+    reference = columns[0]
     palette = dict(zip(columns, ["black", *sns.color_palette(n_colors=len(columns) - 1)]))
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5), gridspec_kw={"width_ratios": [2, 1, 1]})
     rank = np.arange(len(occurring))
     for name in columns:
         values = occurring[name].to_numpy()
-        if name == "targets":
+        if name == reference:
             axes[0].plot(rank, values, color=palette[name], linewidth=2, label=name)
         else:
             shown = values > 0
             axes[0].scatter(rank[shown], values[shown], color=palette[name], s=14, label=name)
     axes[0].set_yscale("log")
-    axes[0].set_xlabel("target byte rank (most to least frequent)")
+    axes[0].set_xlabel(f"{byte_label} rank (most to least frequent)")
     axes[0].set_ylabel("relative frequency (zeros not drawn)")
     axes[0].set_title("overall")
     axes[0].legend(fontsize=7)
-    for ax, part, title in (
+    for ax, part, subtitle in (
         (axes[1], occurring.head(n_extreme), f"{n_extreme} most frequent bytes"),
         (axes[2], occurring.tail(n_extreme), f"{n_extreme} least frequent bytes (occurring)"),
     ):
         long = part[columns].rename(index=lambda b: byte_name(int(b))).reset_index(names="byte").melt(
-            id_vars="byte", var_name="model", value_name="frequency"
+            id_vars="byte", var_name="source", value_name="frequency"
         )
-        sns.barplot(data=long, x="byte", y="frequency", hue="model", palette=palette, ax=ax, legend=ax is axes[2])
-        ax.set_title(title)
-        ax.set_xlabel("target byte")
+        sns.barplot(data=long, x="byte", y="frequency", hue="source", palette=palette, ax=ax, legend=ax is axes[2])
+        ax.set_title(subtitle)
+        ax.set_xlabel(byte_label)
         ax.set_ylabel("relative frequency")
-    fig.suptitle("Figure 4.3: how often each byte is a model's argmax, against how often it is the target")
+    fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def figure_4_3(argmax: Mapping[str, np.ndarray], targets: np.ndarray) -> plt.Figure:
+    """How often each byte is each model's argmax, against how often it is the target."""
+    return frequency_figure(
+        relative_frequencies(argmax, "targets", targets),
+        "Figure 4.3: how often each byte is a model's argmax, against how often it is the target",
+        "target byte",
+    )
 
 
 # ----------------------------------------------------------------------------------------------

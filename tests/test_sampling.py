@@ -1,0 +1,80 @@
+"""Sampling: the cached sampler equals the no-cache one, per-row seeds, the Parquet output, hf models."""
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from oversmooth.bytelm import GPTByteLM, load_hf_byte_lm
+from oversmooth.decoding import Decoding
+from oversmooth.model import GPT, GPTConfig, KVCache
+from oversmooth.sampling import (
+    SAMPLES_SCHEMA,
+    GPTStepper,
+    HFStepper,
+    draw,
+    generate,
+    generate_uncached,
+    sample_model,
+    sample_seed,
+    uniforms_for,
+)
+from conftest import prompts_table
+
+
+@pytest.fixture(scope="module")
+def lm():
+    torch.manual_seed(0)
+    return GPTByteLM("bn-4", GPT(GPTConfig(block_size=32, n_layer=2, n_head=2, n_embd=32, bottleneck=4)).double().eval())
+
+
+def test_kv_cache_gives_the_full_forward_pass(lm):
+    x = torch.randint(0, 256, (3, 30))
+    full, _ = lm.model(x)
+    cache = KVCache()
+    parts = [lm.model.forward_cached(x[:, :12], cache), lm.model.forward_cached(x[:, 12:17], cache)]
+    parts += [lm.model.forward_cached(x[:, t : t + 1], cache) for t in range(17, 30)]
+    torch.testing.assert_close(torch.cat(parts, dim=1), full)
+    with pytest.raises(ValueError, match="exceed block_size 32"):
+        lm.model.forward_cached(x[:, :3], cache)
+
+
+@pytest.mark.parametrize("method", ["greedy", "pure", "top_k", "top_p", "temperature"])
+def test_cached_sampler_produces_exactly_the_no_cache_bytes(lm, method):
+    x = torch.randint(0, 256, (3, 20))
+    u = uniforms_for([11, 12, 13], 60)  # 20 + 60 bytes > block 32: the cache is rebuilt twice
+    torch.testing.assert_close(generate(GPTStepper(lm), x, Decoding(method), u), generate_uncached(lm, x, Decoding(method), u))
+
+
+def test_draw_inverts_the_cdf_and_never_picks_a_removed_byte():
+    logp = torch.tensor([[0.1, 0.2, 0.3, 0.4]]).log().repeat(4, 1)
+    picks = draw(logp, Decoding("pure"), torch.tensor([0.05, 0.15, 0.45, 0.95]))
+    assert picks.tolist() == [0, 1, 2, 3]
+    top2 = draw(logp, Decoding("top_k", top_k=2), torch.tensor([0.0, 0.4, 0.5, 0.99]))
+    assert set(top2.tolist()) <= {2, 3} and top2.tolist() == [2, 2, 3, 3]
+    assert draw(logp, Decoding("greedy"), torch.rand(4)).tolist() == [3, 3, 3, 3]
+
+
+def test_seeds_depend_only_on_model_method_and_prompt(lm, tmp_path):
+    assert sample_seed(1, "bn-4", "pure", 3) == sample_seed(1, "bn-4", "pure", 3) != sample_seed(1, "bn-4", "pure", 4)
+    prompts = prompts_table(5, 10, 10)
+    a = sample_model(lm, prompts, [Decoding("pure")], tmp_path / "a.parquet", continuation_bytes=16, batch_size=2, seed=1)
+    b = sample_model(lm, prompts.slice(2), [Decoding("pure")], tmp_path / "b.parquet", continuation_bytes=16, batch_size=3, seed=1)
+    assert a.column("continuation").to_pylist()[2:] == b.column("continuation").to_pylist()  # batch and neighbours change nothing
+    table = pq.read_table(tmp_path / "a.parquet")
+    assert table.schema.equals(SAMPLES_SCHEMA) and table.num_rows == 5
+    assert all(len(c) == 16 for c in table.column("continuation").to_pylist())
+    assert table.column("text").to_pylist()[0] == table.column("continuation").to_pylist()[0].decode("utf-8", "replace")
+
+
+def test_hf_models_sample_with_their_own_cache(tmp_path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(vocab_size=3 + 256, n_positions=40, n_embd=32, n_layer=1, n_head=2)).save_pretrained(tmp_path)
+    hf = load_hf_byte_lm("gt-tiny", tmp_path, byte_offset=3, bos_id=1)
+    x = torch.randint(0, 256, (2, 10))
+    u = uniforms_for([1, 2], 50)  # 10 + 50 > 39: rebuilt
+    for method in ("greedy", "pure"):
+        assert torch.equal(generate(HFStepper(hf), x, Decoding(method), u), generate_uncached(hf, x, Decoding(method), u))
+    assert np.isfinite(HFStepper(hf).start(x).numpy()).all()

@@ -1,0 +1,29 @@
+"""Snakemake adapter: sample quality of one model's continuations, or of the human ones (rule quality)."""
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import torch
+
+from oversmooth.io import atomic_path
+from oversmooth.logs import log_to_file
+from oversmooth.quality import human_samples, model_quality
+from oversmooth.report import write_csv
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+
+with log_to_file(smk.log[0]):
+    torch.set_num_threads(smk.threads)
+    settings = smk.params.quality
+    human = human_samples(pq.read_table(smk.input.prompts).to_pandas(), smk.params.n_prompts)
+    samples = human if smk.wildcards.model == "human" else pq.read_table(smk.input.samples).to_pandas()
+    lm_path = Path(smk.input.lm).parent if "lm" in smk.input.keys() else settings["perplexity_model"]
+    per_sample, summary = model_quality(
+        samples, human, lm_path, repetition_n=settings["repetition_n"], mauve_seeds=settings["mauve_seeds"],
+        n_boot=smk.params.bootstrap["bootstrap"], confidence=smk.params.bootstrap["confidence"],
+        seed=smk.params.seed, batch_size=settings["batch_size"],
+    )
+    with atomic_path(smk.output.per_sample) as tmp:
+        per_sample.to_parquet(tmp, index=False)
+    write_csv(summary, smk.output.summary)
