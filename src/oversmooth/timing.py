@@ -83,8 +83,7 @@ def model_timings(
     bn_lists, gt_lists = p_bn[:m].tolist(), p_gt[:m].tolist()
     for name in TIMED[:4]:
         fast = time_vectorised(ours[name], t_bn, t_gt, repeats)
-        fn = ref[name]
-        slow = np.array([seconds(lambda a=a, b=b: fn(a, b)) for a, b in zip(bn_lists, gt_lists)])
+        slow = np.array([seconds(lambda a=a, b=b, fn=ref[name]: fn(a, b)) for a, b in zip(bn_lists, gt_lists)])
         rows.append(_row(name, fast, slow))
     solver = BATSolver(W, tbat)
     solver.reject_set(p_bn[0])  # warm-up

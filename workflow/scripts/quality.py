@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-import pandas as pd
 import pyarrow.parquet as pq
 import torch
 
