@@ -9,7 +9,9 @@ import torch
 
 from oversmooth.quality import (
     average_word_length,
+    bits_per_byte,
     byte_tv,
+    continuation_nll,
     has_repetition,
     human_samples,
     load_causal_lm,
@@ -76,6 +78,11 @@ def test_perplexity_is_conditioned_on_the_prompt(tiny_lm):
     alone = perplexities(model, tokenizer, [""], ["sat on the mat"])[0]
     assert alone != pytest.approx(got[0])  # the prompt matters
     assert math.isnan(perplexities(model, tokenizer, ["the cat"], [""])[0])
+    total, count = continuation_nll(model, tokenizer, ["the cat"], ["sat on the mat"])
+    assert count[0] == 4 and total[0] == pytest.approx(4 * math.log(expected), rel=1e-5)
+    bpb = bits_per_byte(total, [b"sat on the mat"])
+    assert bpb[0] == pytest.approx(total[0] / math.log(2) / 14)
+    assert math.isnan(bits_per_byte(np.zeros(1), [b""])[0])
 
 
 def test_load_causal_lm_names_a_missing_folder(tmp_path):
@@ -85,13 +92,15 @@ def test_load_causal_lm_names_a_missing_folder(tmp_path):
 
 def test_summary_counts_and_corpus_metrics():
     per_sample = pd.DataFrame(
-        {"method": ["pure"] * 4, "perplexity": [10.0, 20.0, np.nan, 30.0], "valid_word_ratio": [1, 0.5, np.nan, 0.5],
+        {"method": ["pure"] * 4, "perplexity": [10.0, 20.0, np.nan, 30.0], "bits_per_byte": [1.0, 2.0, np.nan, 3.0],
+         "valid_word_ratio": [1, 0.5, np.nan, 0.5],
          "avg_word_length": [3.0, 4.0, np.nan, 5.0], "repeated": [True, False, False, False]}
     )
     continuations = {"pure": [b"aa", b"bb", b"", b"ab"]}
     summary = summarise_quality(per_sample, continuations, [b"ab"], {"pure": [0.9, 0.8]}, n_boot=200, confidence=0.95, seed=0)
     row = summary.iloc[0]
     assert row["perplexity_mean"] == 20.0 and row["perplexity_n"] == 3 and row["n_samples"] == 4
+    assert row["bits_per_byte_mean"] == 2.0
     assert row["repetition"] == 0.25 and row["byte_tv"] == 0.0
     assert row["mauve_mean"] == pytest.approx(0.85) and row["mauve_seeds"] == 2
     assert row["perplexity_ci_low"] <= 20.0 <= row["perplexity_ci_high"]

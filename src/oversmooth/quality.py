@@ -12,7 +12,8 @@ Definitions (each tested on hand-made texts):
 - **byte TV**: total variation between the byte histogram of all of a model's continuations and that of the
   human continuations of the same prompts (two separate histograms).
 - **perplexity**: exp of the mean negative log-likelihood of the continuation's tokens under an external
-  causal LM, each token conditioned on the prompt and the continuation before it.
+  causal LM, each token conditioned on the prompt and the continuation before it; and the same NLL in
+  **bits per byte** of the continuation's (UTF-8) text, which does not depend on how the text tokenises.
 - **MAUVE** (mauve-text) between the model's and the human continuations, on features of an offline
   sentence encoder, averaged over `quality.mauve_seeds` k-means seeds (mean and sd) with the sample count.
 """
@@ -131,8 +132,10 @@ def load_causal_lm(path: str | os.PathLike, device: str | torch.device = "cpu"):
 
 
 @torch.no_grad()
-def perplexities(model, tokenizer, prompts: Sequence[str], continuations: Sequence[str], batch_size: int = 16) -> np.ndarray:
-    """Per pair, exp(mean NLL of the continuation's tokens given the prompt); NaN for an empty continuation."""
+def continuation_nll(
+    model, tokenizer, prompts: Sequence[str], continuations: Sequence[str], batch_size: int = 16
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair, the total NLL (nats) of the continuation's tokens given the prompt, and their number."""
     device = next(model.parameters()).device
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
     rows = []
@@ -140,7 +143,7 @@ def perplexities(model, tokenizer, prompts: Sequence[str], continuations: Sequen
         head = bos + tokenizer(prompt, add_special_tokens=False).input_ids
         tail = tokenizer(continuation, add_special_tokens=False).input_ids
         rows.append((head, tail))
-    out = np.full(len(rows), np.nan)
+    total, count = np.zeros(len(rows)), np.zeros(len(rows), dtype=np.int64)
     limit = getattr(model.config, "max_position_embeddings", 2048)
     started = time.perf_counter()
     for first in range(0, len(rows), batch_size):
@@ -161,8 +164,26 @@ def perplexities(model, tokenizer, prompts: Sequence[str], continuations: Sequen
                 continue
             positions = torch.arange(len(s) - n_tail[j], len(s))
             nll = -logprobs[j, positions - 1, torch.tensor(s)[positions]]
-            out[first + j] = math.exp(nll.mean().item())
-    return out
+            total[first + j], count[first + j] = nll.sum().item(), n_tail[j]
+    return total, count
+
+
+def perplexities(model, tokenizer, prompts: Sequence[str], continuations: Sequence[str], batch_size: int = 16) -> np.ndarray:
+    """Per pair, exp(mean NLL of the continuation's tokens given the prompt); NaN for an empty continuation."""
+    return perplexity_of(*continuation_nll(model, tokenizer, prompts, continuations, batch_size))
+
+
+def perplexity_of(total_nll: np.ndarray, n_tokens: np.ndarray) -> np.ndarray:
+    """exp(total NLL / tokens); NaN where there are no tokens."""
+    return np.where(n_tokens > 0, np.exp(total_nll / np.maximum(n_tokens, 1)), np.nan)
+
+
+def bits_per_byte(total_nll: np.ndarray, continuations: Sequence[bytes]) -> np.ndarray:
+    """The continuation's NLL in bits per byte of its UTF-8 text: comparable across tokenisations, unlike
+    per-token perplexity (gibberish splits into many short, cheap tokens)."""
+    n_bytes = np.array([len(c) for c in continuations], dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n_bytes > 0, total_nll / np.log(2) / n_bytes, np.nan)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -194,11 +215,12 @@ def mauve_scores(model_features: np.ndarray, human_features: np.ndarray, seeds: 
 # Per model
 
 
-def sample_metrics(samples: pd.DataFrame, perplexity: np.ndarray, repetition_n: int) -> pd.DataFrame:
+def sample_metrics(samples: pd.DataFrame, perplexity: np.ndarray, bpb: np.ndarray, repetition_n: int) -> pd.DataFrame:
     """One row per sample: the sample-level metrics."""
     texts = samples["text"].tolist()
     return samples[["model", "method", "prompt_id"]].assign(
         perplexity=perplexity,
+        bits_per_byte=bpb,
         valid_word_ratio=[valid_word_ratio(t) for t in texts],
         avg_word_length=[average_word_length(t) for t in texts],
         n_words=[len(words(t)) for t in texts],
@@ -206,7 +228,7 @@ def sample_metrics(samples: pd.DataFrame, perplexity: np.ndarray, repetition_n: 
     )
 
 
-SAMPLE_LEVEL = ("perplexity", "valid_word_ratio", "avg_word_length")
+SAMPLE_LEVEL = ("perplexity", "bits_per_byte", "valid_word_ratio", "avg_word_length")
 
 
 def summarise_quality(
@@ -280,8 +302,9 @@ def model_quality(
     """Per-sample metrics and the per-method summary of one model's samples (or of the human ones)."""
     model, tokenizer = load_causal_lm(lm_path)
     prefixes = [p.decode("utf-8", errors="replace") for p in samples["prefix"]]
-    ppl = perplexities(model, tokenizer, prefixes, samples["text"].tolist(), batch_size)
-    per_sample = sample_metrics(samples, ppl, repetition_n)
+    total, count = continuation_nll(model, tokenizer, prefixes, samples["text"].tolist(), batch_size)
+    bpb = bits_per_byte(total, samples["text"].str.encode("utf-8").tolist())
+    per_sample = sample_metrics(samples, perplexity_of(total, count), bpb, repetition_n)
     continuations = {m: g["continuation"].tolist() for m, g in samples.groupby("method", sort=False)}
     mauve = {}
     if (samples["model"] != "human").any() and mauve_seeds:
