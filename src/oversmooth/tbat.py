@@ -315,7 +315,7 @@ def model_tbat(
     n_rows = pq.ParquetFile(logits_path).metadata.num_rows
     prompt_id, position, logprobs = read_sampled_rows(logits_path, sample_positions(n_rows, positions, seed))
     log.info("k = %d (rank of [W^T; 1^T] %d): %d positions x %d decodings, %d workers",
-             W.shape[1], BATSolver(W, settings).Q.shape[0], len(position), len(decodings), workers)
+             W.shape[1], row_basis(W, settings.rank_tol).shape[0], len(position), len(decodings), workers)
     tables = []
     for decoding in decodings:
         probs = decoding(torch.from_numpy(logprobs.astype(np.float64))).exp().numpy()
