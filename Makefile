@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CORES ?= all
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test dryrun clean
+.PHONY: install demo report test dryrun docs clean
 
 install: $(STAMP)
 
@@ -19,12 +19,20 @@ $(STAMP): pyproject.toml requirements-nodeps.txt
 
 demo: install
 	$(BIN)/snakemake --cores $(CORES) all
+	$(BIN)/snakemake --report results/report.html
+
+report: install
+	$(BIN)/snakemake --report results/report.html
 
 test: install
 	$(BIN)/python -m pytest
 
 dryrun: install
 	$(BIN)/snakemake -n all
+
+# README's generated blocks (config reference, rule graph) and docs/rulegraph.svg (needs Graphviz's dot).
+docs: install
+	$(BIN)/python docs/update_readme.py
 
 clean:
 	rm -rf results .snakemake

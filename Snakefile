@@ -15,6 +15,9 @@ ROOT = Path(workflow.basedir)
 configfile: ROOT / "config" / "config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 validate_config(config, ROOT / "config" / "schema" / "config.schema.yaml")
 
 
@@ -24,6 +27,7 @@ include: "rules/train.smk"
 include: "rules/logits.smk"
 include: "rules/metrics.smk"
 include: "rules/tbat.smk"
+include: "rules/rank.smk"
 include: "rules/sampling.smk"
 include: "rules/report.smk"
 

@@ -7,6 +7,8 @@ from oversmooth.catalog import (
     extreme_bottlenecks,
     ground_truth,
     ground_truth_models,
+    svd_models,
+    svd_source,
     trained_models,
     training_settings,
 )
@@ -14,6 +16,13 @@ from oversmooth.metrics_report import e_table_names, tbat_table_names
 from oversmooth.quality_report import QUALITY_TABLES, SAMPLE_TABLES, nearest_models
 
 RESULTS = "results"
+
+# Report categories (`snakemake --report`); captions live in workflow/report/.
+REPORT_MODELS = "Models (ch. 3)"
+REPORT_OVERSMOOTHING = "Oversmoothing (ch. 4, 6; app. E, F)"
+REPORT_EXACT = "Exact analyses (app. B, I)"
+REPORT_QUALITY = "Samples and quality (ch. 5, 6)"
+REPORT_RANK = "Rank and expressivity (ch. 7; app. H; Godey et al. 2024)"
 
 
 def data_path(name):
@@ -70,9 +79,21 @@ def metrics_path(model, gt, kind="positions"):
     return base + (".parquet" if kind == "positions" else ".summary.csv")
 
 
-def metric_pairs():
-    """Every (bottlenecked model, ground truth) pair the metrics compare."""
-    return [(m, gt) for m in bottleneck_models(config) for gt in ground_truth_models(config)]
+def metric_pairs(models=None):
+    """Every (model, ground truth) pair the metrics compare: the bottlenecked family, or `models`."""
+    models = bottleneck_models(config) if models is None else models
+    return [(m, gt) for m in models for gt in ground_truth_models(config)]
+
+
+SVD_TABLES = ("table_7_1", "table_7_2")
+
+
+def decoding_for(model):
+    """The decoding settings a model is sampled and measured with: every method in `decoding.methods`, or for an
+    SVD-imposed head only `svd.decoding` (thesis Tables 7.1, 7.2 and H.1 use pure sampling)."""
+    if model.startswith("svd-r"):
+        return {**config["decoding"], "methods": config["svd"]["decoding"]}
+    return config["decoding"]
 
 
 def e_tables():
@@ -90,21 +111,54 @@ def tbat_path(model, kind="positions"):
 
 
 def metrics_tables():
-    return ["table_4_1", "table_4_2", "table_6_1", *e_tables(), *tbat_tables(), "table_f_1"]
+    svd = list(SVD_TABLES) if svd_models(config) else []
+    return ["table_4_1", "table_4_2", "table_6_1", *e_tables(), *tbat_tables(), "table_f_1", *svd]
+
+
+def metrics_table_models(wildcards):
+    """The rows of a metrics table: the SVD-imposed heads for Tables 7.1 and 7.2, else the bottlenecked family."""
+    return svd_models(config) if wildcards.table in SVD_TABLES else bottleneck_models(config)
 
 
 def metrics_table_inputs(wildcards):
     """Every table reads the metric summaries it pivots; Table 4.1 and E.7/E.8 read TBAT's."""
     inputs = {}
     if wildcards.table not in tbat_tables():
-        inputs["summaries"] = [metrics_path(m, gt, "summary") for m, gt in metric_pairs()]
+        pairs = metric_pairs(metrics_table_models(wildcards))
+        inputs["summaries"] = [metrics_path(m, gt, "summary") for m, gt in pairs]
     if wildcards.table == "table_4_1" or wildcards.table in tbat_tables():
         inputs["tbat"] = [tbat_path(m, "summary") for m in bottleneck_models(config)]
     return inputs
 
 
-def figure_outputs(name):
-    return {"png": figure_path(name, "png"), "pdf": figure_path(name, "pdf")}
+def reported(path, caption, category):
+    """`path` flagged for `snakemake --report`, captioned by workflow/report/<caption>.rst (Jinja on the job)."""
+    return report(path, caption=f"../workflow/report/{caption}.rst", category=category)
+
+
+def quality_tables():
+    """Quality table name -> decoding methods: Tables 5.3, 6.2, 6.3 and, with SVD models, H.1."""
+    tables = dict(QUALITY_TABLES)
+    if svd_models(config):
+        tables["table_h_1"] = tuple(config["svd"]["decoding"])
+    return tables
+
+
+def quality_table_models(wildcards):
+    """The rows of a quality table (before Human): the SVD-imposed heads for Table H.1, else every model."""
+    return svd_models(config) if wildcards.quality_table == "table_h_1" else all_models(config)
+
+
+def position_figure_models(wildcards):
+    """The panels of Figure 4.1 (every model) or 7.1 (the SVD-imposed heads), then the ground truths."""
+    if wildcards.figure == "figure_7_1":
+        return [*svd_models(config), *ground_truth_models(config)]
+    return all_models(config)
+
+
+def figure_outputs(name, category):
+    """A figure's PNG (in the report, captioned by workflow/report/<name>.rst) and PDF."""
+    return {"png": reported(figure_path(name, "png"), name, category), "pdf": figure_path(name, "pdf")}
 
 
 def log_path(stage, name):
@@ -128,6 +182,9 @@ def local_source_files(wildcards=None):
 def all_targets():
     """Everything `rule all` builds: each stage adds its final outputs here."""
     figures = ["figure_3_1", "figure_4_1", "figure_4_2", "figure_4_3", "figure_5_1"]
+    figures += ["figure_godey_anisotropy", "figure_godey_singular_entropy"]
+    if svd_models(config):
+        figures += ["figure_7_1", "figure_godey_rank_loss"]
     return [
         data_path("manifest.json"),
         data_path("prompts.parquet"),
@@ -135,7 +192,33 @@ def all_targets():
         *(table_path(name) for name in metrics_tables()),
         table_path("table_b"),
         table_path("table_i_1"),
-        *(table_path(name) for name in QUALITY_TABLES),
+        *(table_path(name) for name in quality_tables()),
+        table_path("table_7_3"),
+        table_path("table_godey_ngram_rank"),
+        table_path("table_godey_anisotropy"),
+        *([table_path("table_godey_rank_constrained")] if svd_models(config) else []),
         *(f"{RESULTS}/tables/{name}.md" for name in SAMPLE_TABLES),
         *(figure_path(name, ext) for name in figures for ext in ("png", "pdf")),
     ]
+
+
+JOB_GPUS = {"train": "train_gpus", "inference": "inference_gpus"}
+
+
+def job_resources(kind):
+    """What a job of `kind` (train, inference or cpu) asks the scheduler for, from config.resources.
+
+    GPU jobs go to the GPU partition; the rest to the CPU partition. Memory grows with the attempt, so that a job
+    that ran out of memory asks for more on its retry (profile `retries`).
+    """
+    settings = config["resources"]
+    gpus = settings[JOB_GPUS[kind]] if kind in JOB_GPUS else 0
+    resources = {
+        "gpu": gpus,
+        "slurm_partition": settings["gpu_partition"] if gpus else settings["cpu_partition"],
+        "mem_mb": lambda wildcards, attempt: settings["mem_mb"][kind] * attempt,
+        "runtime": settings["runtime_min"][kind],
+    }
+    if gpus and settings["gpu_model"]:
+        resources["gpu_model"] = settings["gpu_model"]
+    return resources

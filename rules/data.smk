@@ -18,6 +18,8 @@ rule prepare_corpus:
         separator=config["data"]["separator"],
         invalid_utf8=config["data"]["invalid_utf8"],
         on_shortfall=config["data"]["on_shortfall"],
+    resources:
+        **job_resources("cpu"),
     log:
         log_path("data", "prepare_corpus"),
     benchmark:
@@ -41,6 +43,8 @@ rule select_prompts:
         sentence_marks=config["eval"]["sentence_marks"],
         prompt_bytes=config["sampling"]["prompt_bytes"],
         continuation_bytes=config["sampling"]["continuation_bytes"],
+    resources:
+        **job_resources("cpu"),
     log:
         log_path("data", "select_prompts"),
     conda:

@@ -14,7 +14,7 @@ rule extract_logits:
         ground_truth=lambda w: hf_ground_truth(w.model),
     threads: config["resources"]["inference_threads"]
     resources:
-        gpu=config["resources"]["inference_gpus"],
+        **job_resources("inference"),
     log:
         log_path("logits", "{model}"),
     benchmark:

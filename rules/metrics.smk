@@ -10,13 +10,15 @@ rule oversmoothing_metrics:
         positions=metrics_path("{model}", "{gt}"),
         summary=metrics_path("{model}", "{gt}", "summary"),
     wildcard_constraints:
-        model=r"bn-\d+",
+        model=r"bn-\d+|svd-r\d+",
         gt=r"gt-[A-Za-z0-9_.]+",
     params:
         metrics=config["metrics"],
-        decoding=config["decoding"],
+        decoding=lambda w: decoding_for(w.model),
         seed=config["seed"],
     threads: config["resources"]["metrics_threads"]
+    resources:
+        **job_resources("cpu"),
     log:
         log_path("metrics", "{model}__{gt}"),
     benchmark:

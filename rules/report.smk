@@ -1,4 +1,22 @@
-# Tables and figures, named after the thesis.
+# Tables and figures, named after the thesis. They read small summaries, so they run on the submit host
+# (localrules), never as cluster jobs.
+
+
+localrules:
+    all,
+    table_3_1,
+    training_figure,
+    metrics_table,
+    position_figure,
+    figure_4_2,
+    figure_4_3,
+    table_b,
+    table_i_1,
+    quality_table,
+    sample_table,
+    figure_5_1,
+    table_7_3,
+    table_godey_anisotropy,
 
 
 rule table_3_1:
@@ -6,7 +24,7 @@ rule table_3_1:
         results=expand(RESULTS + "/eval/{model}.json", model=all_models(config)),
         configs=expand(model_path("{model}", "config.json"), model=trained_models(config)),
     output:
-        table_path("table_3_1"),
+        reported(table_path("table_3_1"), "table_3_1", REPORT_MODELS),
     params:
         ground_truths=ground_truth_models(config),
     log:
@@ -17,32 +35,34 @@ rule table_3_1:
         "../workflow/scripts/table_3_1.py"
 
 
-rule figure_3_1:
+rule training_figure:
     input:
         logs=expand(model_path("{model}", "train_log.csv"), model=trained_models(config)),
     output:
-        png=figure_path("figure_3_1", "png"),
-        pdf=figure_path("figure_3_1", "pdf"),
+        png=reported(figure_path("{figure}", "png"), "training_figure", REPORT_MODELS),
+        pdf=figure_path("{figure}", "pdf"),
+    wildcard_constraints:
+        figure="figure_3_1|figure_godey_singular_entropy",
     params:
         models=trained_models(config),
     log:
-        log_path("report", "figure_3_1"),
+        log_path("report", "{figure}"),
     conda:
         "../envs/report.yaml"
     script:
-        "../workflow/scripts/figure_3_1.py"
+        "../workflow/scripts/training_figure.py"
 
 
 rule metrics_table:
     input:
         unpack(metrics_table_inputs),
     output:
-        table_path("{table}"),
+        reported(table_path("{table}"), "metrics_table", REPORT_OVERSMOOTHING),
     wildcard_constraints:
         table="|".join(metrics_tables()),
     params:
-        pairs=metric_pairs(),
-        models=bottleneck_models(config),
+        pairs=lambda w: metric_pairs(metrics_table_models(w)),
+        models=metrics_table_models,
         methods=config["decoding"]["methods"],
         e_tables=e_tables(),
         tbat_tables=tbat_tables(),
@@ -54,30 +74,33 @@ rule metrics_table:
         "../workflow/scripts/metrics_table.py"
 
 
-rule figure_4_1:
+rule position_figure:
     input:
         prompts=data_path("prompts.parquet"),
-        logits=[logits_path(m) for m in all_models(config)],
+        logits=lambda w: [logits_path(m) for m in position_figure_models(w)],
     output:
-        **figure_outputs("figure_4_1"),
+        png=reported(figure_path("{figure}", "png"), "position_figure", REPORT_OVERSMOOTHING),
+        pdf=figure_path("{figure}", "pdf"),
+    wildcard_constraints:
+        figure="figure_4_1|figure_7_1",
     params:
-        models=all_models(config),
+        models=position_figure_models,
         ground_truths=ground_truth_models(config),
         figures={k: config["figures"][k] for k in ("prompt", "position", "top_bytes")},
         metrics={k: config["metrics"][k] for k in ("tau", "kl_epsilon")},
     log:
-        log_path("report", "figure_4_1"),
+        log_path("report", "{figure}"),
     conda:
         "../envs/report.yaml"
     script:
-        "../workflow/scripts/figure_4_1.py"
+        "../workflow/scripts/position_figure.py"
 
 
 rule figure_4_2:
     input:
         metrics=[metrics_path(m, ground_truth_models(config)[0]) for m in extreme_bottlenecks(config)],
     output:
-        **figure_outputs("figure_4_2"),
+        **figure_outputs("figure_4_2", REPORT_OVERSMOOTHING),
     params:
         models=extreme_bottlenecks(config),
         ground_truth=ground_truth_models(config)[0],
@@ -93,7 +116,7 @@ rule figure_4_3:
     input:
         logits=[logits_path(m) for m in all_models(config)],
     output:
-        **figure_outputs("figure_4_3"),
+        **figure_outputs("figure_4_3", REPORT_OVERSMOOTHING),
     params:
         models=all_models(config),
     log:
@@ -108,7 +131,7 @@ rule table_b:
     input:
         [RESULTS + f"/unargmaxable/{m}.json" for m in bottleneck_models(config)],
     output:
-        table_path("table_b"),
+        reported(table_path("table_b"), "table_b", REPORT_EXACT),
     log:
         log_path("report", "table_b"),
     conda:
@@ -121,7 +144,7 @@ rule table_i_1:
     input:
         [RESULTS + f"/timing/{m}.csv" for m in bottleneck_models(config)],
     output:
-        table_path("table_i_1"),
+        reported(table_path("table_i_1"), "table_i_1", REPORT_EXACT),
     params:
         models=bottleneck_models(config),
     log:
@@ -134,14 +157,14 @@ rule table_i_1:
 
 rule quality_table:
     input:
-        [f"{RESULTS}/quality/{m}.summary.csv" for m in [*all_models(config), "human"]],
+        lambda w: [f"{RESULTS}/quality/{m}.summary.csv" for m in [*quality_table_models(w), "human"]],
     output:
-        table_path("{quality_table}"),
+        reported(table_path("{quality_table}"), "quality_table", REPORT_QUALITY),
     wildcard_constraints:
-        quality_table="|".join(QUALITY_TABLES),
+        quality_table="|".join(quality_tables()),
     params:
-        models=all_models(config),
-        methods=lambda w: [m for m in QUALITY_TABLES[w.quality_table] if m in config["decoding"]["methods"]],
+        models=quality_table_models,
+        methods=lambda w: [m for m in quality_tables()[w.quality_table] if m in config["decoding"]["methods"]],
     log:
         log_path("report", "{quality_table}"),
     conda:
@@ -155,7 +178,7 @@ rule sample_table:
         samples=[f"{RESULTS}/samples/{m}.parquet" for m in all_models(config)],
         prompts=data_path("prompts.parquet"),
     output:
-        RESULTS + "/tables/{sample_table}.md",
+        reported(RESULTS + "/tables/{sample_table}.md", "sample_table", REPORT_QUALITY),
     wildcard_constraints:
         sample_table="|".join(SAMPLE_TABLES),
     params:
@@ -177,7 +200,7 @@ rule figure_5_1:
         samples=[f"{RESULTS}/samples/{m}.parquet" for m in all_models(config)],
         prompts=data_path("prompts.parquet"),
     output:
-        **figure_outputs("figure_5_1"),
+        **figure_outputs("figure_5_1", REPORT_QUALITY),
     params:
         models=all_models(config),
         n_prompts=config["sampling"]["n_prompts"],
@@ -187,3 +210,34 @@ rule figure_5_1:
         "../envs/report.yaml"
     script:
         "../workflow/scripts/figure_5_1.py"
+
+
+rule table_7_3:
+    input:
+        [RESULTS + f"/rank/{m}.effective_rank.csv" for m in trained_models(config)],
+    output:
+        reported(table_path("table_7_3"), "table_7_3", REPORT_RANK),
+    params:
+        models=trained_models(config),
+    log:
+        log_path("report", "table_7_3"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/table_7_3.py"
+
+
+rule table_godey_anisotropy:
+    input:
+        [RESULTS + f"/rank/{m}.anisotropy.csv" for m in trained_models(config)],
+    output:
+        table=reported(table_path("table_godey_anisotropy"), "table_godey_anisotropy", REPORT_RANK),
+        **figure_outputs("figure_godey_anisotropy", REPORT_RANK),
+    params:
+        models=trained_models(config),
+    log:
+        log_path("report", "table_godey_anisotropy"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/table_godey_anisotropy.py"

@@ -9,12 +9,12 @@ rule sample:
         RESULTS + "/samples/{model}.parquet",
     params:
         sampling=config["sampling"],
-        decoding=config["decoding"],
+        decoding=lambda w: decoding_for(w.model),
         seed=config["seed"],
         ground_truth=lambda w: hf_ground_truth(w.model),
     threads: config["resources"]["inference_threads"]
     resources:
-        gpu=config["resources"]["inference_gpus"],
+        **job_resources("inference"),
     log:
         log_path("samples", "{model}"),
     benchmark:
@@ -28,6 +28,8 @@ rule sample:
 rule perplexity_model:
     output:
         RESULTS + "/quality/smollm2/config.json",
+    resources:
+        **job_resources("cpu"),
     log:
         log_path("quality", "perplexity_model"),
     conda:
@@ -52,13 +54,15 @@ rule quality:
         per_sample=RESULTS + "/quality/{model}.parquet",
         summary=RESULTS + "/quality/{model}.summary.csv",
     wildcard_constraints:
-        model=r"bn-\d+|gt-[A-Za-z0-9_.]+|human",
+        model=r"bn-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+|human",
     params:
         quality=config["quality"],
         n_prompts=config["sampling"]["n_prompts"],
         bootstrap={k: config["metrics"][k] for k in ("bootstrap", "confidence")},
         seed=config["seed"],
     threads: config["resources"]["metrics_threads"]
+    resources:
+        **job_resources("cpu"),
     log:
         log_path("quality", "{model}"),
     benchmark:

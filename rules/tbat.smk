@@ -16,6 +16,8 @@ rule tbat:
         bootstrap={k: config["metrics"][k] for k in ("bootstrap", "confidence")},
         seed=config["seed"],
     threads: config["tbat"]["threads"]
+    resources:
+        **job_resources("cpu"),
     log:
         log_path("tbat", "{model}"),
     benchmark:
@@ -36,6 +38,8 @@ rule unargmaxable:
     params:
         settings=config["unargmaxable"],
         seed=config["seed"],
+    resources:
+        **job_resources("cpu"),
     log:
         log_path("unargmaxable", "{model}"),
     benchmark:
@@ -60,6 +64,8 @@ rule time_metrics:
         tau=config["metrics"]["tau"],
         tbat={k: v for k, v in config["tbat"].items() if k not in ("positions", "threads")},
         seed=config["seed"],
+    resources:
+        **job_resources("cpu"),
     log:
         log_path("timing", "{model}"),
     benchmark:

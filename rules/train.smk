@@ -2,7 +2,7 @@
 
 
 wildcard_constraints:
-    model=r"bn-\d+|gt-[A-Za-z0-9_.]+",
+    model=r"bn-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+",
 
 
 rule train_model:
@@ -14,11 +14,13 @@ rule train_model:
         last=model_path("{model}", "last.pt"),
         train_log=model_path("{model}", "train_log.csv"),
         config=model_path("{model}", "config.json"),
+    wildcard_constraints:
+        model=r"bn-\d+|gt-[A-Za-z0-9_.]+",  # svd-r<r> models are made by rule svd_model, not trained
     params:
         settings=lambda w: training_settings(config, w.model),
     threads: lambda w: training_settings(config, w.model)["train"]["threads"]
     resources:
-        gpu=lambda w: config["resources"]["train_gpus"],
+        **job_resources("train"),
     log:
         log_path("train", "{model}"),
     benchmark:
@@ -39,6 +41,8 @@ rule evaluate_model:
         ground_truth=lambda w: hf_ground_truth(w.model),
         seed=config["seed"],
     threads: 1
+    resources:
+        **job_resources("inference"),
     log:
         log_path("eval", "{model}"),
     benchmark:

@@ -1,4 +1,4 @@
-"""Shared fixtures: the repository root and small corpora written to temporary folders."""
+"""Shared fixtures: the repository root, small corpora written to temporary folders, one smoke run of the DAG."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from workflow_helpers import snakemake
 
 from oversmooth.prompts import PROMPTS_SCHEMA
 
@@ -16,6 +17,15 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """One local run of the whole smoke DAG, shared by the workflow tests: (repo, workdir, dry-run output)."""
+    workdir = tmp_path_factory.mktemp("smoke")
+    dry = snakemake(workdir, "-n", "all")
+    snakemake(workdir, "all")
+    return REPO, workdir, dry.stdout + dry.stderr
 
 
 def write_docs(folder: Path, docs: dict[str, bytes | str]) -> Path:

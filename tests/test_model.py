@@ -24,6 +24,23 @@ def test_bottleneck_log_probs_have_rank_at_most_k_plus_1(k):
     assert k <= rank <= k + 1
 
 
+@pytest.mark.parametrize("k", [2, 4])
+def test_mixture_of_softmaxes_breaks_the_k_plus_1_bound(k):
+    """Yang et al. 2017: the same rank test as the bottleneck head, on a MoS head of 4 components of width k."""
+    model = GPT(GPTConfig(block_size=32, n_layer=1, n_head=2, n_embd=128, bottleneck=k, mos_components=4))
+    for p in model.head.parameters():
+        torch.nn.init.normal_(p, std=1.0)
+    matrix = _logprob_matrix(model)
+    assert torch.allclose(matrix.exp().sum(-1), torch.ones(len(matrix), dtype=torch.float64))  # normalised
+    assert torch.linalg.matrix_rank(matrix).item() > 4 * (k + 1)  # far beyond k + 1 (and beyond K(k + 1))
+    assert model.head.bottleneck(torch.randn(3, 128, dtype=torch.float64)).shape == (3, 4 * k)
+
+
+def test_mixture_of_softmaxes_needs_a_bottleneck():
+    with pytest.raises(ValueError, match="needs a bottleneck"):
+        GPTConfig(mos_components=3)
+
+
 def test_plain_head_with_wide_hidden_is_full_rank():
     model = GPT(GPTConfig(block_size=32, n_layer=1, n_head=2, n_embd=256, bottleneck=None))
     torch.nn.init.normal_(model.head.out.weight, std=1.0)

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
+from oversmooth.spectra import singular_entropy_gap, singular_values
 from oversmooth.train import PREEMPTED_EXIT_CODE, TrainConfig, TrainSpec, learning_rate, load_model, resume_path, train_model
 
 MODEL = dict(block_size=32, n_layer=1, n_head=2, n_embd=32, bottleneck=4)
@@ -52,8 +53,15 @@ def test_training_writes_checkpoints_and_log_and_learns(shards, tmp_path):
     state = train_model(_spec(shards, tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "config.json", "last.pt", "train_log.csv"]
     log = pd.read_csv(tmp_path / "train_log.csv")
-    assert list(log.columns) == ["iteration", "tokens_seen", "train_loss", "val_loss", "lr", "seconds"]
+    assert list(log.columns) == [
+        "iteration", "tokens_seen", "train_loss", "val_loss", "lr", "seconds", "head_singular_entropy_gap",
+    ]
     assert log["iteration"].tolist() == [0, 6, 12, 18, 24]
+    # Godey et al.'s probe at every evaluation: log(width) - H(normalised spectrum) of the head, the final one
+    # equal to the probe of the saved last.pt
+    final = singular_entropy_gap(singular_values(load_model(tmp_path / "last.pt").output_matrix()))
+    assert log["head_singular_entropy_gap"].iloc[-1] == pytest.approx(final, abs=1e-6)
+    assert log["head_singular_entropy_gap"].between(0, math.log(4)).all()  # a 4-wide head
     assert log["tokens_seen"].iloc[-1] == 24 * 4 * 2 * 32
     assert log["val_loss"].iloc[-1] < log["val_loss"].iloc[0] - 0.2
     config = json.loads((tmp_path / "config.json").read_text())

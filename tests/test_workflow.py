@@ -2,74 +2,34 @@
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from workflow_helpers import SNAKEMAKE, planned_rules, snakemake
 
 from oversmooth.io import sha256_file
-
-SNAKEMAKE = Path(sys.executable).with_name("snakemake")
-
-
-def snakemake(repo, workdir, *args, overrides=(), check=True):
-    """Run Snakemake on the smoke config (plus override config files) in `workdir`."""
-    configs = [str(repo / "config" / "smoke.yaml"), *map(str, overrides)]
-    cmd = [
-        str(SNAKEMAKE), "-s", str(repo / "Snakefile"), "--directory", str(workdir),
-        "--configfile", *configs, "--cores", "2", *args,
-    ]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if check and result.returncode != 0:
-        pytest.fail(f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
-    return result
-
-
-def planned_rules(output: str) -> set[str]:
-    """Rule names in a `snakemake -n` job table."""
-    rules, in_table = set(), False
-    for line in output.splitlines():
-        if line.startswith("job ") and "count" in line:
-            in_table = True
-            continue
-        if in_table:
-            parts = line.split()
-            if not parts or line.startswith("total"):
-                break
-            if not line.startswith("-"):
-                rules.add(parts[0])
-    return rules
 
 
 def dry_run_with_override(smoke_run, folder, override_yaml: str) -> str:
     """Output of `snakemake -n all` on the finished smoke run with one more config file on top."""
-    repo, workdir, _ = smoke_run
+    _, workdir, _ = smoke_run
     override = folder / "override.yaml"
     override.write_text(override_yaml)
-    result = snakemake(repo, workdir, "-n", "all", overrides=[override])
+    result = snakemake(workdir, "-n", "all", overrides=[override])
     return result.stdout + result.stderr
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    repo = Path(__file__).resolve().parents[1]
-    workdir = tmp_path_factory.mktemp("smoke")
-    dry = snakemake(repo, workdir, "-n", "all")
-    snakemake(repo, workdir, "all")
-    return repo, workdir, dry.stdout + dry.stderr
 
 
 @pytest.mark.workflow
 def test_dry_run_lists_every_rule(smoke_run):
     _, _, dry_output = smoke_run
     expected = {
-        "prepare_corpus", "select_prompts", "train_model", "evaluate_model", "table_3_1", "figure_3_1",
-        "extract_logits", "oversmoothing_metrics", "metrics_table", "figure_4_1", "figure_4_2", "figure_4_3", "tbat",
-        "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "perplexity_model", "quality",
-        "quality_table", "sample_table", "figure_5_1", "all",
+        "prepare_corpus", "select_prompts", "train_model", "evaluate_model", "table_3_1", "training_figure",
+        "extract_logits", "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "figure_4_3",
+        "tbat", "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "perplexity_model", "quality",
+        "quality_table", "sample_table", "figure_5_1", "svd_model", "effective_rank", "table_7_3", "ngram_rank",
+        "anisotropy", "table_godey_anisotropy", "rank_constrained_head", "all",
     }
     assert planned_rules(dry_output) == expected
 
@@ -109,18 +69,19 @@ def test_smoke_run_trains_every_model_and_writes_table_3_1(smoke_run):
 def test_changing_one_bottleneck_reruns_only_that_model_and_its_descendants(smoke_run, tmp_path):
     output = dry_run_with_override(smoke_run, tmp_path, "model_overrides:\n  bn-4:\n    train: {max_iters: 30}\n")
     assert planned_rules(output) == {
-        "train_model", "evaluate_model", "table_3_1", "figure_3_1", "extract_logits", "oversmoothing_metrics",
-        "metrics_table", "figure_4_1", "figure_4_2", "figure_4_3", "tbat", "unargmaxable", "table_b",
-        "time_metrics", "table_i_1", "sample", "quality", "quality_table", "sample_table", "figure_5_1", "all",
-    }
+        "train_model", "evaluate_model", "table_3_1", "training_figure", "extract_logits", "oversmoothing_metrics",
+        "metrics_table", "position_figure", "figure_4_2", "figure_4_3", "tbat", "unargmaxable", "table_b",
+        "time_metrics", "table_i_1", "sample", "quality", "quality_table", "sample_table", "figure_5_1",
+        "effective_rank", "table_7_3", "anisotropy", "table_godey_anisotropy", "rank_constrained_head", "all",
+    }  # no svd_model: the SVD heads come from bn-64, the widest bottleneck; no ngram_rank: the data is unchanged
     assert "wildcards: model=bn-4" in output
     assert "model=bn-64" not in output and "model=gt-nanogpt" not in output
 
 
 @pytest.mark.workflow
 def test_rerun_after_a_complete_run_has_nothing_to_do(smoke_run):
-    repo, workdir, _ = smoke_run
-    result = snakemake(repo, workdir, "-n", "all")
+    _, workdir, _ = smoke_run
+    result = snakemake(workdir, "-n", "all")
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
@@ -129,8 +90,9 @@ def test_changing_a_prompt_setting_reruns_the_prompts_and_their_readers_not_trai
     output = dry_run_with_override(smoke_run, tmp_path, "eval:\n  n_prompts: 5\n")
     assert planned_rules(output) == {
         "select_prompts", "extract_logits", "oversmoothing_metrics", "metrics_table",
-        "figure_4_1", "figure_4_2", "figure_4_3", "tbat", "time_metrics", "table_i_1",
-        "sample", "quality", "quality_table", "sample_table", "figure_5_1", "all",
+        "position_figure", "figure_4_2", "figure_4_3", "tbat", "time_metrics", "table_i_1",
+        "sample", "quality", "quality_table", "sample_table", "figure_5_1", "effective_rank", "table_7_3",
+        "anisotropy", "table_godey_anisotropy", "all",
     }
 
 
@@ -170,7 +132,7 @@ def test_smoke_run_writes_logits_metrics_tables_and_figures(smoke_run):
     assert np.isinf(kl["Greedy mean"]).all() and np.isfinite(kl["Pure mean"]).all()  # never a silent epsilon
     for name in ("table_4_2", "table_e_1", "table_e_2", "table_e_7", "table_e_8", "table_f_1"):
         assert len(pd.read_csv(results / "tables" / f"{name}.csv")) > 0
-    for name in ("figure_4_1", "figure_4_2", "figure_4_3"):
+    for name in ("figure_4_1", "figure_4_2", "figure_4_3", "figure_7_1"):
         for ext in ("png", "pdf"):
             assert (results / "figures" / f"{name}.{ext}").stat().st_size > 1000
 
@@ -179,13 +141,13 @@ def test_smoke_run_writes_logits_metrics_tables_and_figures(smoke_run):
 def test_changing_a_metric_setting_reruns_metrics_and_tables_only(smoke_run, tmp_path):
     output = dry_run_with_override(smoke_run, tmp_path, "metrics:\n  tau: 0.8\n")
     assert planned_rules(output) == {
-        "oversmoothing_metrics", "metrics_table", "figure_4_1", "figure_4_2", "time_metrics", "table_i_1", "all",
+        "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "time_metrics", "table_i_1", "all",
     }
 
 
 @pytest.mark.workflow
 def test_one_table_from_a_clean_state_builds_only_what_it_needs(repo, tmp_path):
-    result = snakemake(repo, tmp_path, "-n", "results/tables/table_4_1.csv")
+    result = snakemake(tmp_path, "-n", "results/tables/table_4_1.csv")
     assert planned_rules(result.stdout + result.stderr) == {
         "prepare_corpus", "select_prompts", "train_model", "extract_logits", "oversmoothing_metrics", "metrics_table",
         "tbat",
@@ -259,3 +221,81 @@ def test_smoke_run_samples_and_scores_quality(smoke_run):
 def test_changing_a_quality_setting_reruns_quality_only(smoke_run, tmp_path):
     output = dry_run_with_override(smoke_run, tmp_path, "quality:\n  repetition_n: 3\n")
     assert planned_rules(output) == {"quality", "quality_table", "all"}
+
+
+@pytest.mark.workflow
+def test_report_captions_every_table_and_figure_with_its_thesis_counterpart(smoke_run):
+    _, workdir, _ = smoke_run
+    snakemake(workdir, "--report", "results/report.html", timeout=300)
+    html = (workdir / "results" / "report.html").read_text()
+    shown = [
+        "Table 3.1", "Figure 3.1", "Table 4.1", "Table 4.2", "Table 6.1", "Table E.1", "Table E.2", "Table E.7",
+        "Table E.8", "Table F.1", "Figure 4.1", "Figure 4.2", "Figure 4.3", "Table B", "Table I.1", "Table 5.3",
+        "Table 6.2", "Table 6.3", "Table 5.1", "Table 5.2", "Appendix G", "Figure 5.1", "Table 7.1", "Table 7.2",
+        "Table 7.3", "Table H.1", "Figure 7.1",
+    ]
+    assert "Rank of the contextual distribution</strong> (Godey" in html
+    assert "Anisotropy per layer</strong> (Godey" in html
+    assert "Learned vs imposed rank constraints</strong> (Godey" in html
+    assert "Singular entropy of the head during training</strong> (Godey" in html
+    for name in shown:
+        assert f"{name}</strong> (thesis" in html, f"{name} has no caption in the report"
+    assert "This run: bottlenecks 4, 64" in html  # the global description, rendered with the run's config
+    assert "{{" not in html.split("<script>")[0]
+
+
+@pytest.mark.workflow
+def test_smoke_run_writes_the_svd_and_effective_rank_tables(smoke_run):
+    _, workdir, _ = smoke_run
+    results = workdir / "results"
+    for name in ("table_7_1", "table_7_2"):
+        assert pd.read_csv(results / "tables" / f"{name}.csv")["model"].tolist() == ["svd-r4", "svd-r16"]
+    table_7_1 = pd.read_csv(results / "tables" / "table_7_1.csv")
+    assert (table_7_1["TTO mean (gt-nanogpt)"] >= table_7_1["NSMD mean (gt-nanogpt)"]).all()
+    assert pd.read_csv(results / "tables" / "table_h_1.csv")["model"].tolist() == ["svd-r4", "svd-r16", "human"]
+    samples = pq.read_table(results / "samples" / "svd-r4.parquet")
+    assert set(samples.column("method").to_pylist()) == {"pure"}  # svd.decoding
+    record = json.loads((results / "models" / "svd-r4" / "svd.json").read_text())
+    assert record["source"].endswith("bn-64/best.pt") and 0 < record["energy_kept"] < 1
+    ranks = pd.read_csv(results / "tables" / "table_7_3.csv").set_index("model")
+    assert list(ranks.index) == ["bn-4", "bn-64", "gt-nanogpt"] and (ranks["positions"] == 32).all()
+    assert ranks.loc["bn-4", "Logits threshold rank"] <= 4 and ranks.loc["bn-4", "Post-bottleneck effective rank"] <= 4
+    for ext in ("png", "pdf"):
+        assert (results / "figures" / f"figure_7_1.{ext}").stat().st_size > 1000
+
+
+@pytest.mark.workflow
+def test_adding_an_svd_rank_builds_that_model_only_and_a_rank_setting_reruns_table_7_3(smoke_run, tmp_path):
+    output = dry_run_with_override(smoke_run, tmp_path, "svd:\n  ranks: [4, 8, 16]\n")
+    assert planned_rules(output) == {
+        "svd_model", "extract_logits", "sample", "oversmoothing_metrics", "position_figure", "quality",
+        "metrics_table", "quality_table", "rank_constrained_head", "all",
+    }
+    assert "wildcards: rank=8" in output and "rank=4" not in output and "train_model" not in output
+    output = dry_run_with_override(smoke_run, tmp_path, "rank:\n  threshold: 0.05\n")
+    assert planned_rules(output) == {"effective_rank", "table_7_3", "ngram_rank", "all"}
+
+
+@pytest.mark.workflow
+def test_smoke_run_writes_godey_ngram_rank_and_anisotropy(smoke_run):
+    _, workdir, _ = smoke_run
+    tables = workdir / "results" / "tables"
+    ngram = pd.read_csv(tables / "table_godey_ngram_rank.csv")
+    assert ngram["n"].tolist() == [2, 3, 4, 5]
+    assert ((ngram["effective_rank"] >= 1) & (ngram["energy_rank_0.9"] <= ngram["energy_rank_0.99"])).all()
+    assert (ngram["contexts"] <= 4096).all() and ngram["context_coverage"].between(0, 1, inclusive="right").all()
+    anisotropy = pd.read_csv(tables / "table_godey_anisotropy.csv")
+    per_model = anisotropy.groupby("model")["representation"].apply(list)
+    assert per_model["bn-4"] == ["embeddings", "block_1", "pre_bottleneck", "post_bottleneck"]
+    assert per_model["gt-nanogpt"][:3] == ["embeddings", "block_1", "block_2"]
+    assert anisotropy["anisotropy"].between(-1, 1).all() and (anisotropy["vectors"] == 32).all()
+    log = pd.read_csv(workdir / "results" / "models" / "bn-4" / "train_log.csv")
+    assert log["head_singular_entropy_gap"].between(0, np.log(4)).all()
+    for ext in ("png", "pdf"):
+        assert (workdir / "results" / "figures" / f"figure_godey_singular_entropy.{ext}").stat().st_size > 1000
+    heads = pd.read_csv(tables / "table_godey_rank_constrained.csv")
+    assert heads["rank"].tolist() == [4, 16]
+    assert heads["from_scratch_loss"].notna().tolist() == [True, False]  # bn-4 exists, bn-16 does not
+    assert (heads["learned_head_loss"] < 5.6).all() and heads[["svd_imposed_loss", "source_loss"]].notna().all().all()
+    for ext in ("png", "pdf"):
+        assert (workdir / "results" / "figures" / f"figure_godey_rank_loss.{ext}").stat().st_size > 1000

@@ -1,4 +1,5 @@
-"""The models of a config: bottlenecked family `bn-<k>` and ground truths `gt-<name>`, with their settings."""
+"""The models of a config: bottlenecked family `bn-<k>`, SVD-imposed heads `svd-r<r>` (thesis §7.1) and ground
+truths `gt-<name>`, with their settings."""
 
 from __future__ import annotations
 
@@ -12,10 +13,30 @@ def bottleneck_name(k: int) -> str:
 
 
 def bottleneck_of(name: str) -> int:
-    """k of a bottlenecked model `bn-<k>`."""
-    if not name.startswith("bn-"):
-        raise ValueError(f"{name!r} is not a bottlenecked model bn-<k>")
-    return int(name.removeprefix("bn-"))
+    """The constraint of a model's head: k of a bottlenecked model `bn-<k>`, r of an SVD-imposed `svd-r<r>`."""
+    for prefix in ("bn-", "svd-r"):
+        if name.startswith(prefix) and name.removeprefix(prefix).isdigit():
+            return int(name.removeprefix(prefix))
+    raise ValueError(f"{name!r} is neither a bottlenecked model bn-<k> nor an SVD-imposed model svd-r<r>")
+
+
+def svd_name(rank: int) -> str:
+    return f"svd-r{rank}"
+
+
+def svd_models(config: Mapping) -> list[str]:
+    return [svd_name(r) for r in config["svd"]["ranks"]]
+
+
+def svd_source(config: Mapping) -> str:
+    """The model whose head the SVD models truncate: `svd.source`, else the widest bottleneck."""
+    return config["svd"]["source"] or bottleneck_name(max(config["bottlenecks"]))
+
+
+def head_width(config: Mapping, name: str) -> int:
+    """Columns of a trained model's output matrix W (vocab x width): k, or n_embd for a plain head."""
+    model = training_settings(config, name)["model"]
+    return model["bottleneck"] or model["n_embd"]
 
 
 def ground_truth_name(gt: Mapping) -> str:

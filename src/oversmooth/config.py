@@ -65,7 +65,39 @@ def validate_config(config: dict, schema_path: str | os.PathLike = SCHEMA_PATH) 
         lines = [f"  {key_path(e.absolute_path)}: {e.message}" for e in errors]
         raise ConfigError("invalid config (schema " + os.fspath(schema_path) + "):\n" + "\n".join(lines))
     _check_unique_source_labels(config)
+    _check_rank_settings(config)
     return config
+
+
+def _check_rank_settings(config: Mapping) -> None:
+    """svd.source must be a model the config trains, svd.ranks at most its head's width, and rank.positions at
+    most the hidden states that logit extraction keeps."""
+    from oversmooth.catalog import (  # local import: catalog imports this
+        head_width,
+        svd_source,
+        trained_models,
+    )
+
+    problems = []
+    if "svd" in config and config.get("bottlenecks"):
+        source = svd_source(config)
+        if source not in trained_models(config):
+            problems.append(f"  svd.source: {source!r} is not a model this config trains ({trained_models(config)})")
+        else:
+            width = head_width(config, source)
+            too_wide = [r for r in config["svd"]["ranks"] if r > width]
+            if too_wide:
+                problems.append(f"  svd.ranks: {too_wide} exceed the {width}-wide head of {source}")
+        unknown = [m for m in config["svd"]["decoding"] if m not in config["decoding"]["methods"]]
+        if unknown:
+            problems.append(f"  svd.decoding: {unknown} are not in decoding.methods {config['decoding']['methods']}")
+    if "rank" in config and "logits" in config and config["rank"]["positions"] > config["logits"]["hidden_positions"]:
+        problems.append(
+            f"  rank.positions: {config['rank']['positions']} exceeds logits.hidden_positions "
+            f"{config['logits']['hidden_positions']} (the hidden states the ranks are computed from)"
+        )
+    if problems:
+        raise ConfigError("invalid config:\n" + "\n".join(problems))
 
 
 def _check_unique_source_labels(config: Mapping) -> None:

@@ -67,6 +67,14 @@ def table_4_2(summary: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
     return by_ground_truth(summary, models, ["tv", "kl", "kl_eps"])
 
 
+def table_7_1(summary: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
+    """TTO and NSMD of the SVD-imposed heads `svd-r<r>` against each ground truth, pure sampling (Table 7.1)."""
+    return by_ground_truth(summary, models, ["tto", "nsmd"])
+
+
+table_7_2 = table_4_2  # TV and KL of the SVD-imposed heads (Table 7.2): Table 4.2's view of other models
+
+
 def table_f_1(summary: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
     """Entropy difference H(p_bn) - H(p_gt) per ground truth, and the average of the means."""
     table = by_ground_truth(summary, models, ["entropy_diff"])
@@ -146,8 +154,9 @@ def figure_4_1(
     titles: Mapping[str, str],
     prompt_text: str,
     top_bytes: int,
+    label: str = "Figure 4.1",
 ) -> plt.Figure:
-    """Next-byte distributions of every model at one position; the correct byte in red."""
+    """Next-byte distributions of every model at one position; the correct byte in red (Figures 4.1, 7.1)."""
     stacked = np.stack(list(distributions.values()))
     shown = np.argsort(-stacked.max(0), kind="stable")[:top_bytes]
     shown = np.union1d(shown, [target])
@@ -165,7 +174,7 @@ def figure_4_1(
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
     shown_prompt = prompt_text if len(prompt_text) <= 160 else "…" + prompt_text[-160:]
-    fig.suptitle(f"Figure 4.1: next-byte distributions after “{shown_prompt}” (correct byte in red)", fontsize=9, wrap=True)
+    fig.suptitle(f"{label}: next-byte distributions after “{shown_prompt}” (correct byte in red)", fontsize=9, wrap=True)
     fig.tight_layout()
     return fig
 

@@ -34,12 +34,17 @@ class GPTConfig:
     bias: bool = True
     bottleneck: int | None = None
     vocab_size: int = VOCAB_SIZE
+    mos_components: int = 1  # > 1: a Mixture-of-Softmaxes head of that many k-dimensional components
 
     def __post_init__(self):
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
         if self.bottleneck is not None and self.bottleneck < 1:
             raise ValueError(f"bottleneck must be a positive dimension, got {self.bottleneck}")
+        if self.mos_components < 1:
+            raise ValueError(f"mos_components must be at least 1, got {self.mos_components}")
+        if self.mos_components > 1 and self.bottleneck is None:
+            raise ValueError("a Mixture-of-Softmaxes head needs a bottleneck k for its components")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -132,6 +137,34 @@ class BottleneckHead(nn.Module):
         return self.out(self.bottleneck(h))
 
 
+class MixtureOfSoftmaxesHead(nn.Module):
+    """Yang et al. (2017)'s Mixture of Softmaxes with k-dimensional components: K projections to k dimensions
+    (each LayerNorm-ed like the bottleneck head), one shared output matrix W (vocab x k), and a gating softmax;
+    log p = logsumexp_j(log pi_j + log_softmax(W c_j)). Returns normalised log-probabilities, whose rank is not
+    bounded by k + 1."""
+
+    def __init__(self, n_embd: int, k: int, components: int, vocab_size: int):
+        super().__init__()
+        self.k, self.components = k, components
+        self.down = nn.Linear(n_embd, components * k)
+        self.norm = nn.LayerNorm(k)
+        self.gate = nn.Linear(n_embd, components)
+        self.out = nn.Linear(k, vocab_size, bias=False)
+
+    def bottleneck(self, h: torch.Tensor) -> torch.Tensor:
+        """The K component inputs of the output matrix, concatenated (..., K * k)."""
+        c = self.norm(self.down(h).unflatten(-1, (self.components, self.k)))
+        return c.flatten(-2)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        c = self.norm(self.down(h).unflatten(-1, (self.components, self.k)))  # (..., K, k)
+        logits, gate = self.out(c), self.gate(h)
+        dtype = torch.promote_types(logits.dtype, torch.float32)  # at least float32 under bf16 autocast
+        log_components = F.log_softmax(logits.to(dtype), dim=-1)  # (..., K, vocab)
+        log_gate = F.log_softmax(gate.to(dtype), dim=-1).unsqueeze(-1)  # (..., K, 1)
+        return torch.logsumexp(log_gate + log_components, dim=-2)
+
+
 class PlainHead(nn.Module):
     """`Linear(n_embd, vocab, bias=False)`: no bottleneck (full rank when n_embd >= vocab)."""
 
@@ -156,7 +189,9 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
         if config.bottleneck is None:
-            self.head: BottleneckHead | PlainHead = PlainHead(config.n_embd, config.vocab_size)
+            self.head: BottleneckHead | PlainHead | MixtureOfSoftmaxesHead = PlainHead(config.n_embd, config.vocab_size)
+        elif config.mos_components > 1:
+            self.head = MixtureOfSoftmaxesHead(config.n_embd, config.bottleneck, config.mos_components, config.vocab_size)
         else:
             self.head = BottleneckHead(config.n_embd, config.bottleneck, config.vocab_size)
         self.apply(self._init_weights)
@@ -176,16 +211,30 @@ class GPT(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def features(self, idx: torch.Tensor) -> torch.Tensor:
-        """The final hidden states (after `ln_f`): the pre-bottleneck representation, shape (B, T, n_embd)."""
-        B, T = idx.shape
+    def _embed(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token plus position embeddings of a (B, T) batch that fits the block."""
+        T = idx.shape[1]
         if T > self.config.block_size:
             raise ValueError(f"sequence of {T} bytes exceeds block_size {self.config.block_size}")
-        pos = torch.arange(T, device=idx.device)
-        x = self.drop(self.wte(idx) + self.wpe(pos))
+        return self.drop(self.wte(idx) + self.wpe(torch.arange(T, device=idx.device)))
+
+    def features(self, idx: torch.Tensor) -> torch.Tensor:
+        """The final hidden states (after `ln_f`): the pre-bottleneck representation, shape (B, T, n_embd)."""
+        x = self._embed(idx)
         for block in self.blocks:
             x = block(x)
         return self.ln_f(x)
+
+    def layer_states(self, idx: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+        """Every representation along the way, each (B, T, dim): the embeddings, each block's output, the final
+        LayerNorm's output (pre-bottleneck) and the output matrix's input (post-bottleneck)."""
+        x = self._embed(idx)
+        states = [("embeddings", x)]
+        for i, block in enumerate(self.blocks):
+            x = block(x)
+            states.append((f"block_{i + 1}", x))
+        pre = self.ln_f(x)
+        return [*states, ("pre_bottleneck", pre), ("post_bottleneck", self.head.bottleneck(pre))]
 
     def forward_cached(self, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """Logits (B, T, 256) of T new positions that follow the `cache.length` positions in `cache`."""

@@ -34,6 +34,7 @@ import pandas as pd
 import torch
 
 from oversmooth.logs import get_logger
+from oversmooth.metrics import bootstrap_weights, describe
 
 log = get_logger("quality")
 
@@ -243,21 +244,17 @@ def summarise_quality(
 ) -> pd.DataFrame:
     """Per method: mean, sd and bootstrap CI of the sample-level metrics; repetition and byte TV with
     bootstrap CIs (samples resampled); MAUVE mean and sd over k-means seeds; sample counts."""
-    rng = np.random.default_rng(seed)
     alpha = (1 - confidence) / 2
     rows = []
     for method, group in per_sample.groupby("method", sort=False):
         n = len(group)
-        weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)
+        weights = bootstrap_weights(n, n_boot, seed)  # each sample is its own cluster
         row = {"method": method, "n_samples": n}
         for metric in SAMPLE_LEVEL:
-            values = group[metric].to_numpy(dtype=float)
-            ok = np.isfinite(values)
-            row[f"{metric}_mean"] = values[ok].mean() if ok.any() else np.nan
-            row[f"{metric}_sd"] = values[ok].std(ddof=1) if ok.sum() > 1 else np.nan
-            boot = (weights[:, ok] @ values[ok]) / np.maximum(weights[:, ok].sum(1), 1)
-            row[f"{metric}_ci_low"], row[f"{metric}_ci_high"] = np.quantile(boot, [alpha, 1 - alpha]) if ok.any() else (np.nan, np.nan)
-            row[f"{metric}_n"] = int(ok.sum())
+            stats = describe(group[metric].to_numpy(dtype=float), np.arange(n), weights, confidence)
+            for stat in ("mean", "sd", "ci_low", "ci_high"):
+                row[f"{metric}_{stat}"] = stats[stat]
+            row[f"{metric}_n"] = stats["n_positions"]
         repeated = group["repeated"].to_numpy(dtype=float)
         row["repetition"] = repeated.mean()
         row["repetition_ci_low"], row["repetition_ci_high"] = np.quantile(weights @ repeated / n, [alpha, 1 - alpha])

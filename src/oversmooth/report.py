@@ -51,16 +51,29 @@ def table_3_1(results: Sequence[Mapping], ground_truths: Sequence[str], best_val
     return frame.round({"heldout_loss": 4, "best_val_loss": 4, "accuracy_pct": 2})
 
 
+def training_curves(logs: Mapping[str, pd.DataFrame], panels: Mapping[str, str], ylabel: str, title: str,
+                    sharey: bool = True) -> plt.Figure:
+    """Columns of the training logs (one panel each, titled by `panels`) against bytes seen, one line per model."""
+    rows = [frame.assign(model=name)[["model", "tokens_seen", *panels]] for name, frame in logs.items()]
+    long = pd.concat(rows).melt(id_vars=["model", "tokens_seen"], var_name="panel", value_name="value")
+    long["panel"] = long["panel"].map(panels)
+    grid = sns.relplot(data=long, x="tokens_seen", y="value", hue="model", col="panel", kind="line", height=3.5,
+                       aspect=1.2, facet_kws={"sharey": sharey})
+    grid.set_axis_labels("bytes seen", ylabel)
+    grid.set_titles("{col_name}")
+    grid.figure.suptitle(title, y=1.03)
+    return grid.figure
+
+
 def figure_3_1(logs: Mapping[str, pd.DataFrame]) -> plt.Figure:
     """Training and validation loss against bytes seen, one line per model."""
-    rows = [
-        frame.assign(model=name)[["model", "tokens_seen", "train_loss", "val_loss"]]
-        for name, frame in logs.items()
-    ]
-    long = pd.concat(rows).melt(id_vars=["model", "tokens_seen"], var_name="split", value_name="loss")
-    long["split"] = long["split"].map({"train_loss": "training", "val_loss": "validation"})
-    grid = sns.relplot(data=long, x="tokens_seen", y="loss", hue="model", col="split", kind="line", height=3.5, aspect=1.2)
-    grid.set_axis_labels("bytes seen", "cross-entropy (nats/byte)")
-    grid.set_titles("{col_name} loss")
-    grid.figure.suptitle("Figure 3.1: training curves per bottleneck", y=1.03)
-    return grid.figure
+    return training_curves(logs, {"train_loss": "training loss", "val_loss": "validation loss"},
+                           "cross-entropy (nats/byte)", "Figure 3.1: training curves per bottleneck")
+
+
+def figure_godey_singular_entropy(logs: Mapping[str, pd.DataFrame]) -> plt.Figure:
+    """Godey et al.'s probe of the head during training, beside the validation loss."""
+    panels = {"head_singular_entropy_gap": "head: KL(normalised singular values || uniform)",
+              "val_loss": "validation loss (nats/byte)"}
+    return training_curves(logs, panels, "", "Singular entropy of the head during training (Godey et al. 2024)",
+                           sharey=False)

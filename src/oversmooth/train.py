@@ -33,10 +33,11 @@ from oversmooth.data import read_shard
 from oversmooth.io import atomic_path, write_json
 from oversmooth.logs import get_logger, log_to_file
 from oversmooth.model import GPT, GPTConfig
+from oversmooth.spectra import singular_entropy_gap, singular_values
 
 log = get_logger("train")
 
-LOG_COLUMNS = ("iteration", "tokens_seen", "train_loss", "val_loss", "lr", "seconds")
+LOG_COLUMNS = ("iteration", "tokens_seen", "train_loss", "val_loss", "lr", "seconds", "head_singular_entropy_gap")
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM, what SLURM and shells report for a terminated job
 
 
@@ -335,6 +336,7 @@ def _evaluate(model, val_data, train_data, cfg, runtime, state, start, spec, bes
         "val_loss": round(val_loss, 6),
         "lr": lr,
         "seconds": round(time.time() - start, 3),
+        "head_singular_entropy_gap": round(singular_entropy_gap(singular_values(model.output_matrix())), 6),
     }
     state.rows.append(row)
     if val_loss < state.best_val_loss:

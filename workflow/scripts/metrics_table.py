@@ -1,4 +1,4 @@
-"""Snakemake adapter: one oversmoothing table (4.1, 4.2, 6.1, E.n, F.1) from the per-pair and TBAT summaries."""
+"""Snakemake adapter: one oversmoothing table (4.1, 4.2, 6.1, 7.1, 7.2, E.n, F.1) from the per-pair and TBAT summaries."""
 
 from oversmooth import metrics_report as mr
 from oversmooth.logs import log_to_file
@@ -20,5 +20,6 @@ with log_to_file(smk.log[0]):
     elif name == "table_6_1":
         table = mr.table_6_1(summary, models, methods)
     else:
-        table = {"table_4_2": mr.table_4_2, "table_f_1": mr.table_f_1}[name](summary, models)
+        tables = {"table_4_2": mr.table_4_2, "table_7_1": mr.table_7_1, "table_7_2": mr.table_7_2, "table_f_1": mr.table_f_1}
+        table = tables[name](summary, models)
     write_csv(table, smk.output[0])

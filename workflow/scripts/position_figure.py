@@ -1,4 +1,4 @@
-"""Snakemake adapter: Figure 4.1, every model's next-byte distribution at one position."""
+"""Snakemake adapter: Figure 4.1 (every model) or 7.1 (the SVD-imposed heads), next-byte distributions at one position."""
 
 from oversmooth.logs import log_to_file
 from oversmooth.metrics_report import figure_4_1, position_view
@@ -17,4 +17,6 @@ with log_to_file(smk.log[0]):
         metric_settings["tau"],
         metric_settings["kl_epsilon"],
     )
-    save_figure(figure_4_1(distributions, target, titles, text, fig_settings["top_bytes"]), smk.output.png, smk.output.pdf)
+    label = smk.wildcards.figure.replace("figure_", "Figure ").replace("_", ".")
+    figure = figure_4_1(distributions, target, titles, text, fig_settings["top_bytes"], label)
+    save_figure(figure, smk.output.png, smk.output.pdf)

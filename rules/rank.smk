@@ -1,0 +1,122 @@
+# Rank and expressivity (thesis ch. 7; Godey et al. 2024): SVD-imposed bottlenecks, effective ranks, the n-gram
+# rank of the data. CPU rules.
+
+
+rule svd_model:
+    input:
+        checkpoint=model_path(svd_source(config), "best.pt"),
+    output:
+        checkpoint=model_path("svd-r{rank}", "best.pt"),
+        record=model_path("svd-r{rank}", "svd.json"),
+    wildcard_constraints:
+        rank=r"\d+",
+    params:
+        source=svd_source(config),
+        rank=lambda w: int(w.rank),
+    resources:
+        **job_resources("cpu"),
+    log:
+        log_path("svd", "svd-r{rank}"),
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/svd_model.py"
+
+
+rule effective_rank:
+    input:
+        hidden=logits_path("{model}", "hidden"),
+        checkpoint=model_path("{model}", "best.pt"),
+    output:
+        RESULTS + "/rank/{model}.effective_rank.csv",
+    wildcard_constraints:
+        model=r"bn-\d+|gt-[A-Za-z0-9_.]+",
+    params:
+        rank={k: config["rank"][k] for k in ("positions", "threshold")},
+    resources:
+        **job_resources("cpu"),
+    log:
+        log_path("rank", "{model}"),
+    benchmark:
+        benchmark_path("rank", "{model}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/effective_rank.py"
+
+
+rule ngram_rank:
+    input:
+        train=data_path("train.bin"),
+    output:
+        reported(table_path("table_godey_ngram_rank"), "table_godey_ngram_rank", REPORT_RANK),
+    params:
+        rank={k: config["rank"][k] for k in ("ngram_n", "ngram_contexts", "ngram_alpha", "threshold", "energy_shares")},
+    resources:
+        **job_resources("cpu"),
+    log:
+        log_path("rank", "ngram_rank"),
+    benchmark:
+        benchmark_path("rank", "ngram_rank")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/ngram_rank.py"
+
+
+rule anisotropy:
+    input:
+        prompts=data_path("prompts.parquet"),
+        checkpoint=model_path("{model}", "best.pt"),
+    output:
+        RESULTS + "/rank/{model}.anisotropy.csv",
+    wildcard_constraints:
+        model=r"bn-\d+|gt-[A-Za-z0-9_.]+",
+    params:
+        positions=config["rank"]["positions"],
+        seed=config["seed"],
+    resources:
+        **job_resources("cpu"),
+    log:
+        log_path("rank", "{model}.anisotropy"),
+    benchmark:
+        benchmark_path("rank", "{model}.anisotropy")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/anisotropy.py"
+
+
+def rank_constrained_inputs(wildcards):
+    """The source model, the shards, and each bottleneck trained from scratch at one of the SVD ranks."""
+    scratch = [k for k in config["svd"]["ranks"] if k in config["bottlenecks"]]
+    return {
+        "source": model_path(svd_source(config), "best.pt"),
+        "train": data_path("train.bin"),
+        "val": data_path("val.bin"),
+        "scratch": [model_path(f"bn-{k}", "best.pt") for k in scratch],
+    }
+
+
+rule rank_constrained_head:
+    input:
+        unpack(rank_constrained_inputs),
+    output:
+        table=reported(table_path("table_godey_rank_constrained"), "table_godey_rank_constrained", REPORT_RANK),
+        **figure_outputs("figure_godey_rank_loss", REPORT_RANK),
+    params:
+        ranks=config["svd"]["ranks"],
+        scratch=[k for k in config["svd"]["ranks"] if k in config["bottlenecks"]],
+        head={k: config["rank"][k] for k in ("head_iters", "head_batch_size", "head_learning_rate", "head_eval_windows")},
+        seed=config["seed"],
+    threads: config["resources"]["inference_threads"]
+    resources:
+        **job_resources("train"),
+    log:
+        log_path("rank", "rank_constrained_head"),
+    benchmark:
+        benchmark_path("rank", "rank_constrained_head")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/rank_constrained_head.py"

@@ -1,0 +1,171 @@
+"""A single-node SLURM on localhost for the tests: munged, slurmctld and slurmd started and stopped by PID.
+
+Needs root (slurm.conf must sit at /etc/slurm/slurm.conf: a job step does not see SLURM_CONF) and the Debian
+packages slurmctld, slurmd, slurm-client and munge. Everything else (munge key and socket, state, spool, logs)
+lives in a temporary folder. A fake GPU (GRES gpu:h100:1 backed by /dev/null) lets GPU rules ask for `gpu: 1`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SLURM_CONF = Path("/etc/slurm/slurm.conf")
+GRES_CONF = Path("/etc/slurm/gres.conf")
+DAEMONS = ("munged", "slurmctld", "slurmd")
+CLIENTS = ("sbatch", "squeue", "scancel", "sinfo")
+NODE = "localhost"
+GPU_PARTITION, CPU_PARTITION = "test-gpu", "test-cpu"
+
+
+def missing_requirements() -> str | None:
+    """Why a local SLURM cannot be stood up here, or None when it can."""
+    if os.geteuid() != 0:
+        return "needs root, to write /etc/slurm/slurm.conf"
+    search = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/sbin"
+    missing = [tool for tool in DAEMONS + CLIENTS if shutil.which(tool, path=search) is None]
+    if missing:
+        return f"missing {', '.join(missing)} (Debian packages slurmctld slurmd slurm-client munge)"
+    return None
+
+
+def _daemon(name: str) -> str:
+    return shutil.which(name, path=os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/sbin") or name
+
+
+def node_memory_mb() -> int:
+    """What slurmd detects (RealMemory), less a margin so that the node is never marked as having too little."""
+    out = subprocess.run([_daemon("slurmd"), "-C"], capture_output=True, text=True, check=True).stdout
+    fields = dict(item.split("=", 1) for item in out.split() if "=" in item)
+    return int(int(fields["RealMemory"]) * 0.9)
+
+
+def slurm_conf(folder: Path, cpus: int, memory_mb: int) -> str:
+    """slurm.conf for one node with both partitions, no accounting database, squeue-friendly MinJobAge."""
+    return "\n".join([
+        "ClusterName=oversmooth-test",
+        f"SlurmctldHost={NODE}",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        "AuthType=auth/munge",
+        f"AuthInfo=socket={folder / 'munge.socket'}",
+        "CredType=cred/munge",
+        f"StateSaveLocation={folder / 'state'}",
+        f"SlurmdSpoolDir={folder / 'spool'}",
+        f"SlurmctldPidFile={folder / 'slurmctld.pid'}",
+        f"SlurmdPidFile={folder / 'slurmd.pid'}",
+        f"SlurmctldLogFile={folder / 'slurmctld.log'}",
+        f"SlurmdLogFile={folder / 'slurmd.log'}",
+        "SlurmctldPort=16817",
+        "SlurmdPort=16818",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "MpiDefault=none",
+        "SchedulerType=sched/backfill",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_CPU_Memory",
+        "AccountingStorageType=accounting_storage/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "JobCompType=jobcomp/none",
+        "ReturnToService=2",
+        "MinJobAge=3600",  # squeue (the status command) and the tests must still see finished jobs
+        "KillWait=30",  # SIGTERM, then this long before SIGKILL: time for a training job to save its state
+        "GresTypes=gpu",
+        f"NodeName={NODE} CPUs={cpus} RealMemory={memory_mb} Gres=gpu:h100:1 State=UNKNOWN",
+        f"PartitionName={CPU_PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP",
+        f"PartitionName={GPU_PARTITION} Nodes={NODE} Default=NO MaxTime=INFINITE State=UP",
+        "",
+    ])
+
+
+@dataclass
+class LocalSlurm:
+    """The running daemons of a one-node cluster; `stop()` ends them and restores /etc/slurm."""
+
+    folder: Path
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    saved: dict[Path, bytes | None] = field(default_factory=dict)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "PATH": os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/sbin"}
+
+    def start(self, timeout: float = 60.0) -> LocalSlurm:
+        for sub in ("state", "spool"):
+            (self.folder / sub).mkdir(parents=True, exist_ok=True)
+        key = self.folder / "munge.key"
+        key.write_bytes(secrets.token_bytes(1024))
+        key.chmod(0o400)
+        self._install(SLURM_CONF, slurm_conf(self.folder, os.cpu_count() or 1, node_memory_mb()))
+        self._install(GRES_CONF, f"NodeName={NODE} Name=gpu Type=h100 File=/dev/null\n")
+        self._spawn("munged", "-F", "--force", f"--key-file={key}", f"--socket={self.folder / 'munge.socket'}",
+                    f"--pid-file={self.folder / 'munged.pid'}", f"--log-file={self.folder / 'munged.log'}",
+                    f"--seed-file={self.folder / 'munged.seed'}")
+        self._wait(lambda: (self.folder / "munge.socket").exists(), timeout, "munged socket")
+        self._spawn("slurmctld", "-D", "-c", "-i")
+        self._wait(lambda: self._ok("sinfo"), timeout, "slurmctld answering sinfo")
+        self._spawn("slurmd", "-D", "-N", NODE)
+        self._wait(self._node_idle, timeout, f"node {NODE} idle")
+        return self
+
+    def stop(self) -> None:
+        for name in reversed(DAEMONS):
+            process = self.processes.pop(name, None)
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+        for path, content in self.saved.items():
+            if content is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(content)
+        self.saved.clear()
+
+    def logs(self) -> str:
+        """The daemons' logs, for a failure message."""
+        parts = []
+        for name in DAEMONS:
+            log = self.folder / f"{name}.log"
+            if log.exists():
+                parts.append(f"--- {log}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-40:]))
+        return "\n".join(parts)
+
+    def _install(self, path: Path, text: str) -> None:
+        if path not in self.saved:
+            self.saved[path] = path.read_bytes() if path.exists() else None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    def _spawn(self, name: str, *args: str) -> None:
+        with open(self.folder / f"{name}.out", "wb") as out:  # the child keeps its own copy of the descriptor
+            self.processes[name] = subprocess.Popen([_daemon(name), *args], stdout=out, stderr=subprocess.STDOUT,
+                                                    env=self.env, start_new_session=True)
+
+    def _ok(self, *cmd: str) -> bool:
+        return subprocess.run(cmd, capture_output=True, env=self.env, check=False).returncode == 0
+
+    def _node_idle(self) -> bool:
+        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True, env=self.env, check=False)
+        return out.returncode == 0 and out.stdout.strip().startswith("idle")
+
+    def _wait(self, ready, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, process in self.processes.items():
+                if process.poll() is not None:
+                    raise RuntimeError(f"{name} exited with {process.returncode} while waiting for {what}\n"
+                                       + (self.folder / f"{name}.out").read_text(errors="replace") + self.logs())
+            if ready():
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}\n{self.logs()}")

@@ -1,0 +1,44 @@
+"""Running Snakemake on config/smoke.yaml from the tests, and reading what it planned."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+
+
+def snakemake_command(workdir: Path, *args: str, overrides=()) -> list[str]:
+    """The command line of a Snakemake run on the smoke config (plus override config files) in `workdir`."""
+    configs = [str(REPO / "config" / "smoke.yaml"), *map(str, overrides)]
+    return [str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", *configs,
+            *args]
+
+
+def snakemake(workdir, *args, overrides=(), check=True, timeout=900):
+    """Run Snakemake on the smoke config with 2 local cores; fail the test with its output when it fails."""
+    cmd = snakemake_command(workdir, "--cores", "2", *args, overrides=overrides)
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    if check and result.returncode != 0:
+        pytest.fail(f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def planned_rules(output: str) -> set[str]:
+    """Rule names in a `snakemake -n` job table."""
+    rules, in_table = set(), False
+    for line in output.splitlines():
+        if line.startswith("job ") and "count" in line:
+            in_table = True
+            continue
+        if in_table:
+            parts = line.split()
+            if not parts or line.startswith("total"):
+                break
+            if not line.startswith("-"):
+                rules.add(parts[0])
+    return rules

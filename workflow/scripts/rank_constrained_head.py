@@ -1,0 +1,30 @@
+"""Snakemake adapter: learned rank-r heads on the frozen source model against the SVD-imposed and from-scratch
+heads (Godey et al. 2024; rule rank_constrained_head)."""
+
+import numpy as np
+import pandas as pd
+import torch
+
+from oversmooth.headfit import HeadFitSettings, rank_loss_figure, rank_loss_table
+from oversmooth.logs import log_to_file
+from oversmooth.report import save_figure, write_csv
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+
+with log_to_file(smk.log[0]):
+    torch.set_num_threads(smk.threads)
+    head = smk.params.head
+    settings = HeadFitSettings(iters=head["head_iters"], batch_size=head["head_batch_size"],
+                               learning_rate=head["head_learning_rate"], eval_windows=head["head_eval_windows"],
+                               seed=smk.params.seed)
+    rows = rank_loss_table(
+        smk.input.source,
+        np.memmap(smk.input.train, dtype=np.uint8, mode="r"),
+        np.memmap(smk.input.val, dtype=np.uint8, mode="r"),
+        smk.params.ranks,
+        dict(zip(smk.params.scratch, smk.input.scratch)),
+        settings,
+    )
+    table = pd.DataFrame(rows)
+    write_csv(table, smk.output.table)
+    save_figure(rank_loss_figure(table), smk.output.png, smk.output.pdf)

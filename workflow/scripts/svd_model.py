@@ -1,0 +1,19 @@
+"""Snakemake adapter: an SVD-imposed bottleneck, the source model with its head truncated to rank r (rule svd_model)."""
+
+import logging
+
+from oversmooth.catalog import svd_name
+from oversmooth.io import write_json
+from oversmooth.logs import log_to_file
+from oversmooth.rank import svd_checkpoint
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+
+with log_to_file(smk.log[0]):
+    rank = smk.params.rank
+    record = svd_checkpoint(smk.input.checkpoint, rank, smk.output.checkpoint, svd_name(rank))
+    write_json(smk.output.record, record)
+    logging.getLogger("oversmooth.rank").info(
+        "%s: head of %s truncated to rank %d, %.4f of its energy kept", svd_name(rank), smk.params.source, rank,
+        record["energy_kept"],
+    )

@@ -1,0 +1,12 @@
+"""Snakemake adapter: Table 7.3, effective ranks of every trained model's representations."""
+
+import pandas as pd
+
+from oversmooth.logs import log_to_file
+from oversmooth.rank import table_7_3
+from oversmooth.report import write_csv
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+
+with log_to_file(smk.log[0]):
+    write_csv(table_7_3({m: pd.read_csv(p) for m, p in zip(smk.params.models, smk.input)}), smk.output[0])

@@ -1,0 +1,13 @@
+"""Snakemake adapter: a figure of the training logs, Figure 3.1 (loss curves) or Godey et al.'s singular entropy
+of the head during training."""
+
+import pandas as pd
+
+from oversmooth import report
+from oversmooth.logs import log_to_file
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+
+with log_to_file(smk.log[0]):
+    logs = {name: pd.read_csv(path) for name, path in zip(smk.params.models, smk.input.logs)}
+    report.save_figure(getattr(report, smk.wildcards.figure)(logs), smk.output.png, smk.output.pdf)
