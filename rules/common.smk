@@ -221,4 +221,6 @@ def job_resources(kind):
     }
     if gpus and settings["gpu_model"]:
         resources["gpu_model"] = settings["gpu_model"]
+    if settings["account"]:
+        resources["slurm_account"] = settings["account"]
     return resources

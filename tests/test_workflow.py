@@ -299,3 +299,24 @@ def test_smoke_run_writes_godey_ngram_rank_and_anisotropy(smoke_run):
     assert (heads["learned_head_loss"] < 5.6).all() and heads[["svd_imposed_loss", "source_loss"]].notna().all().all()
     for ext in ("png", "pdf"):
         assert (workdir / "results" / "figures" / f"figure_godey_rank_loss.{ext}").stat().st_size > 1000
+
+
+@pytest.mark.workflow
+def test_jobs_ask_the_scheduler_for_what_config_resources_say(smoke_run, tmp_path):
+    _, workdir, _ = smoke_run
+    override = tmp_path / "cluster.yaml"
+    override.write_text(
+        "resources:\n  train_gpus: 2\n  gpu_partition: big-gpu\n  cpu_partition: small\n  gpu_model: a100\n"
+        "  account: lab-7\n  mem_mb: {train: 12000, cpu: 3000}\n  runtime_min: {train: 600}\n"
+    )
+    output = snakemake(workdir, "-n", "-f", "results/models/bn-4/best.pt", "results/tbat/bn-4.parquet",
+                       overrides=[override])
+    text = output.stdout + output.stderr
+    train = text[text.index("rule train_model:"):]
+    train = train[:train.index("\n\n")]
+    for expected in ("gpu=2", "slurm_partition=big-gpu", "runtime=600", "gpu_model=a100", "slurm_account=lab-7",
+                     "mem_mb=12000"):
+        assert expected in train, f"{expected} not in\n{train}"
+    tbat = text[text.index("rule tbat:"):]
+    tbat = tbat[:tbat.index("\n\n")]
+    assert "gpu=0" in tbat and "slurm_partition=small" in tbat and "mem_mb=3000" in tbat and "gpu_model" not in tbat
