@@ -5,8 +5,10 @@ from oversmooth.catalog import (
     all_models,
     bottleneck_models,
     extreme_bottlenecks,
+    family_models,
     ground_truth,
     ground_truth_models,
+    linear_head_models,
     svd_models,
     svd_source,
     trained_models,
@@ -80,8 +82,8 @@ def metrics_path(model, gt, kind="positions"):
 
 
 def metric_pairs(models=None):
-    """Every (model, ground truth) pair the metrics compare: the bottlenecked family, or `models`."""
-    models = bottleneck_models(config) if models is None else models
+    """Every (model, ground truth) pair the metrics compare: the family (with its MoS members), or `models`."""
+    models = family_models(config) if models is None else models
     return [(m, gt) for m in models for gt in ground_truth_models(config)]
 
 
@@ -116,8 +118,11 @@ def metrics_tables():
 
 
 def metrics_table_models(wildcards):
-    """The rows of a metrics table: the SVD-imposed heads for Tables 7.1 and 7.2, else the bottlenecked family."""
-    return svd_models(config) if wildcards.table in SVD_TABLES else bottleneck_models(config)
+    """The rows of a metrics table: the SVD-imposed heads for Tables 7.1 and 7.2, the bottlenecked family for the
+    TBAT tables E.7 and E.8 (TBAT assumes one linear head), else the family with its MoS members."""
+    if wildcards.table in SVD_TABLES:
+        return svd_models(config)
+    return bottleneck_models(config) if wildcards.table in tbat_tables() else family_models(config)
 
 
 def metrics_table_inputs(wildcards):

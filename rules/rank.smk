@@ -71,7 +71,7 @@ rule anisotropy:
     output:
         RESULTS + "/rank/{model}.anisotropy.csv",
     wildcard_constraints:
-        model=r"bn-\d+|gt-[A-Za-z0-9_.]+",
+        model=r"bn-\d+|mos-\d+|gt-[A-Za-z0-9_.]+",
     params:
         positions=config["rank"]["positions"],
         seed=config["seed"],

@@ -63,6 +63,7 @@ rule metrics_table:
     params:
         pairs=lambda w: metric_pairs(metrics_table_models(w)),
         models=metrics_table_models,
+        tbat_models=bottleneck_models(config),
         methods=config["decoding"]["methods"],
         e_tables=e_tables(),
         tbat_tables=tbat_tables(),
@@ -214,11 +215,11 @@ rule figure_5_1:
 
 rule table_7_3:
     input:
-        [RESULTS + f"/rank/{m}.effective_rank.csv" for m in trained_models(config)],
+        [RESULTS + f"/rank/{m}.effective_rank.csv" for m in linear_head_models(config)],
     output:
         reported(table_path("table_7_3"), "table_7_3", REPORT_RANK),
     params:
-        models=trained_models(config),
+        models=linear_head_models(config),
     log:
         log_path("report", "table_7_3"),
     conda:

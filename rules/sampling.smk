@@ -54,7 +54,7 @@ rule quality:
         per_sample=RESULTS + "/quality/{model}.parquet",
         summary=RESULTS + "/quality/{model}.summary.csv",
     wildcard_constraints:
-        model=r"bn-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+|human",
+        model=r"bn-\d+|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+|human",
     params:
         quality=config["quality"],
         n_prompts=config["sampling"]["n_prompts"],

@@ -1,8 +1,9 @@
-# Training stage: the bottlenecked family bn-<k> and nanogpt ground truths gt-<name> (thesis ch. 3).
+# Training stage: the bottlenecked family bn-<k>, its Mixture-of-Softmaxes members mos-<k>, and nanogpt ground
+# truths gt-<name> (thesis ch. 3).
 
 
 wildcard_constraints:
-    model=r"bn-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+",
+    model=r"bn-\d+|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+",
 
 
 rule train_model:
@@ -15,7 +16,7 @@ rule train_model:
         train_log=model_path("{model}", "train_log.csv"),
         config=model_path("{model}", "config.json"),
     wildcard_constraints:
-        model=r"bn-\d+|gt-[A-Za-z0-9_.]+",  # svd-r<r> models are made by rule svd_model, not trained
+        model=r"bn-\d+|mos-\d+|gt-[A-Za-z0-9_.]+",  # svd-r<r> models are made by rule svd_model, not trained
     params:
         settings=lambda w: training_settings(config, w.model),
     threads: lambda w: training_settings(config, w.model)["train"]["threads"]

@@ -55,9 +55,9 @@ def test_smoke_run_trains_every_model_and_writes_table_3_1(smoke_run):
     _, workdir, _ = smoke_run
     results = workdir / "results"
     table = pd.read_csv(results / "tables" / "table_3_1.csv")
-    assert table["model"].tolist() == ["bn-4", "bn-64", "gt-nanogpt"]
+    assert table["model"].tolist() == ["bn-4", "bn-64", "mos-4", "gt-nanogpt"]
     assert table["heldout_loss"].notna().all() and (table["accuracy_pct"] > 0).all()
-    for model in ("bn-4", "bn-64", "gt-nanogpt"):
+    for model in ("bn-4", "bn-64", "mos-4", "gt-nanogpt"):
         folder = results / "models" / model
         assert sorted(p.name for p in folder.iterdir()) == ["best.pt", "config.json", "last.pt", "train_log.csv"]
         assert "reached max_iters" in (results / "logs" / "train" / f"{model}.log").read_text()
@@ -120,9 +120,11 @@ def test_smoke_run_writes_logits_metrics_tables_and_figures(smoke_run):
     positions = pq.read_table(results / "metrics" / "bn-4__gt-nanogpt.parquet")
     assert positions.schema.equals(POSITION_SCHEMA) and positions.num_rows == 8 * 64 * 5
     table = pd.read_csv(results / "tables" / "table_4_1.csv")
-    assert table["model"].tolist() == ["bn-4", "bn-64"]
-    assert table["TBAT n_positions"].tolist() == [24, 24] and (table["TBAT n_failed"] == 0).all()
-    assert ((table["TBAT mean"] > 0) & (table["TBAT mean"] <= 1)).all()  # k = 4, 64 < 256: both heads are low rank
+    assert table["model"].tolist() == ["bn-4", "bn-64", "mos-4"]  # the MoS member gets its own row
+    plain = table[table["model"] != "mos-4"]
+    assert plain["TBAT n_positions"].tolist() == [24, 24] and (plain["TBAT n_failed"] == 0).all()
+    assert ((plain["TBAT mean"] > 0) & (plain["TBAT mean"] <= 1)).all()  # k = 4, 64 < 256: both heads are low rank
+    assert table.loc[table["model"] == "mos-4", "TBAT mean"].isna().all()  # TBAT assumes one linear head
     assert (table["TTO mean (gt-nanogpt)"] >= table["NSMD mean (gt-nanogpt)"]).all()
     low, high = table["TTO ci_low (gt-nanogpt)"], table["TTO ci_high (gt-nanogpt)"]
     assert ((low <= table["TTO mean (gt-nanogpt)"]) & (table["TTO mean (gt-nanogpt)"] <= high)).all()
@@ -209,9 +211,9 @@ def test_smoke_run_samples_and_scores_quality(smoke_run):
     assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 5
     assert {len(c) for c in samples.column("continuation").to_pylist()} == {64}
     table = pd.read_csv(results / "tables" / "table_5_3.csv")
-    assert table["model"].tolist() == ["bn-4", "bn-64", "gt-nanogpt", "human"]
+    assert table["model"].tolist() == ["bn-4", "bn-64", "mos-4", "gt-nanogpt", "human"]
     assert (table["perplexity_mean"] > 1).all() and table["byte_tv"].iloc[-1] == 0.0
-    assert len(pd.read_csv(results / "tables" / "table_6_2.csv")) == 3 * 3 + 1
+    assert len(pd.read_csv(results / "tables" / "table_6_2.csv")) == 4 * 3 + 1
     assert "**" in (results / "tables" / "table_5_1.md").read_text()
     for ext in ("png", "pdf"):
         assert (results / "figures" / f"figure_5_1.{ext}").stat().st_size > 1000
@@ -320,3 +322,21 @@ def test_jobs_ask_the_scheduler_for_what_config_resources_say(smoke_run, tmp_pat
     tbat = text[text.index("rule tbat:"):]
     tbat = tbat[:tbat.index("\n\n")]
     assert "gpu=0" in tbat and "slurm_partition=small" in tbat and "mem_mb=3000" in tbat and "gpu_model" not in tbat
+
+
+@pytest.mark.workflow
+def test_the_mos_member_is_trained_measured_and_sampled_like_the_family(smoke_run):
+    from oversmooth.train import load_model
+
+    _, workdir, _ = smoke_run
+    results = workdir / "results"
+    model = load_model(results / "models" / "mos-4" / "best.pt")
+    assert model.config.mos_components == 2 and model.config.bottleneck == 4
+    hidden = pq.read_table(results / "logits" / "mos-4.hidden.parquet")
+    assert hidden.schema.field("post").type.list_size == 2 * 4  # the K component inputs
+    for name in ("table_4_2", "table_6_1", "table_e_1", "table_f_1", "table_5_3"):
+        assert "mos-4" in pd.read_csv(results / "tables" / f"{name}.csv")["model"].tolist(), name
+    assert "mos-4" not in pd.read_csv(results / "tables" / "table_e_7.csv")["model"].tolist()
+    assert "mos-4" not in pd.read_csv(results / "tables" / "table_7_3.csv")["model"].tolist()
+    logprobs = pq.read_table(results / "logits" / "mos-4.parquet").slice(0, 5).column("logprobs").to_pylist()
+    assert np.allclose(np.exp(np.array(logprobs, dtype=np.float64)).sum(axis=1), 1.0, atol=1e-4)

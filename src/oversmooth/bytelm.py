@@ -59,8 +59,8 @@ class GPTByteLM:
     @torch.no_grad()
     def next_byte_outputs(self, x: torch.Tensor) -> ByteLMOutput:
         pre = self.model.features(x.to(next(self.model.parameters()).device))
-        post = self.model.head.bottleneck(pre)
-        return ByteLMOutput(F.log_softmax(self.model.head.out(post).float(), dim=-1), pre, post)
+        post = self.model.head.bottleneck(pre)  # a MoS head's K component inputs, concatenated
+        return ByteLMOutput(F.log_softmax(self.model.head(pre).float(), dim=-1), pre, post)
 
 
 @dataclass

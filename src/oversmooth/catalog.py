@@ -1,5 +1,5 @@
-"""The models of a config: bottlenecked family `bn-<k>`, SVD-imposed heads `svd-r<r>` (thesis §7.1) and ground
-truths `gt-<name>`, with their settings."""
+"""The models of a config: bottlenecked family `bn-<k>` with its Mixture-of-Softmaxes members `mos-<k>`,
+SVD-imposed heads `svd-r<r>` (thesis §7.1) and ground truths `gt-<name>`, with their settings."""
 
 from __future__ import annotations
 
@@ -13,11 +13,26 @@ def bottleneck_name(k: int) -> str:
 
 
 def bottleneck_of(name: str) -> int:
-    """The constraint of a model's head: k of a bottlenecked model `bn-<k>`, r of an SVD-imposed `svd-r<r>`."""
-    for prefix in ("bn-", "svd-r"):
+    """The constraint of a model's head: k of a bottlenecked model `bn-<k>` or a Mixture-of-Softmaxes `mos-<k>`,
+    r of an SVD-imposed `svd-r<r>`."""
+    for prefix in ("bn-", "mos-", "svd-r"):
         if name.startswith(prefix) and name.removeprefix(prefix).isdigit():
             return int(name.removeprefix(prefix))
-    raise ValueError(f"{name!r} is neither a bottlenecked model bn-<k> nor an SVD-imposed model svd-r<r>")
+    raise ValueError(f"{name!r} is not a constrained model bn-<k>, mos-<k> or svd-r<r>")
+
+
+def mos_name(k: int) -> str:
+    return f"mos-{k}"
+
+
+def mos_models(config: Mapping) -> list[str]:
+    """Mixture-of-Softmaxes members of the family (Yang et al. 2017), one per `mos.bottlenecks` entry."""
+    return [mos_name(k) for k in config["mos"]["bottlenecks"]]
+
+
+def family_models(config: Mapping) -> list[str]:
+    """The rows of the oversmoothing and quality tables: the bottlenecked family, then its MoS members."""
+    return bottleneck_models(config) + mos_models(config)
 
 
 def svd_name(rank: int) -> str:
@@ -58,12 +73,17 @@ def ground_truth_models(config: Mapping) -> list[str]:
 
 
 def trained_models(config: Mapping) -> list[str]:
-    """Models the pipeline trains: the family and the `nanogpt` ground truths."""
-    return bottleneck_models(config) + [ground_truth_name(gt) for gt in config["ground_truths"] if gt["kind"] == "nanogpt"]
+    """Models the pipeline trains: the family (with its MoS members) and the `nanogpt` ground truths."""
+    return family_models(config) + [ground_truth_name(gt) for gt in config["ground_truths"] if gt["kind"] == "nanogpt"]
+
+
+def linear_head_models(config: Mapping) -> list[str]:
+    """Trained models whose logits are W times one head input (no MoS): what Table 7.3 can decompose."""
+    return [m for m in trained_models(config) if not m.startswith("mos-")]
 
 
 def all_models(config: Mapping) -> list[str]:
-    return bottleneck_models(config) + ground_truth_models(config)
+    return family_models(config) + ground_truth_models(config)
 
 
 def ground_truth(config: Mapping, name: str) -> dict:
@@ -83,6 +103,11 @@ def training_settings(config: Mapping, name: str) -> dict:
         if k not in config["bottlenecks"]:
             raise KeyError(f"{name}: {k} is not in config `bottlenecks` {config['bottlenecks']}")
         settings["model"]["bottleneck"] = k
+    elif name.startswith("mos-"):
+        k = bottleneck_of(name)
+        if k not in config["mos"]["bottlenecks"]:
+            raise KeyError(f"{name}: {k} is not in config `mos.bottlenecks` {config['mos']['bottlenecks']}")
+        settings["model"].update(bottleneck=k, mos_components=config["mos"]["components"])
     else:
         gt = ground_truth(config, name)
         if gt["kind"] != "nanogpt":

@@ -9,7 +9,7 @@ smk = snakemake  # noqa: F821  (injected by Snakemake)
 with log_to_file(smk.log[0]):
     name, models, methods = smk.wildcards.table, smk.params.models, smk.params.methods
     summary = mr.load_summaries(dict(zip(map(tuple, smk.params.pairs), smk.input.summaries))) if "summaries" in smk.input.keys() else None
-    tbat = mr.load_tbat_summaries(dict(zip(models, smk.input.tbat))) if "tbat" in smk.input.keys() else None
+    tbat = mr.load_tbat_summaries(dict(zip(smk.params.tbat_models, smk.input.tbat))) if "tbat" in smk.input.keys() else None
     if name in smk.params.tbat_tables:
         table = mr.table_e_tbat(tbat, models, smk.params.tbat_tables[name])
     elif name in smk.params.e_tables:

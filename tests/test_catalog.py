@@ -1,0 +1,44 @@
+"""The models of a config: names, settings, which tables they join."""
+
+import pytest
+
+from oversmooth.catalog import (
+    all_models,
+    bottleneck_of,
+    family_models,
+    linear_head_models,
+    svd_source,
+    trained_models,
+    training_settings,
+)
+from oversmooth.config import load_config
+
+
+@pytest.fixture
+def config(repo, tmp_path):
+    extra = tmp_path / "extra.yaml"
+    extra.write_text("mos: {bottlenecks: [4], components: 3}\nmodel_overrides:\n  mos-4:\n    train: {max_iters: 7}\n")
+    return load_config(repo / "config" / "config.yaml", extra)
+
+
+def test_mos_members_join_the_family_but_not_the_linear_head_analyses(config):
+    assert family_models(config) == ["bn-4", "bn-8", "bn-16", "bn-32", "bn-256", "mos-4"]
+    assert trained_models(config)[-2:] == ["mos-4", "gt-nanogpt"]
+    assert all_models(config)[-2:] == ["mos-4", "gt-nanogpt"]
+    assert "mos-4" not in linear_head_models(config) and "bn-4" in linear_head_models(config)
+    assert svd_source(config) == "bn-256"
+
+
+def test_mos_settings_are_the_family_s_with_its_components_and_overrides(config):
+    settings = training_settings(config, "mos-4")
+    assert settings["model"]["bottleneck"] == 4 and settings["model"]["mos_components"] == 3
+    assert settings["train"]["max_iters"] == 7 and training_settings(config, "bn-4")["train"]["max_iters"] == 240
+    assert "mos_components" not in training_settings(config, "bn-4")["model"]
+    with pytest.raises(KeyError, match=r"mos-8: 8 is not in config `mos.bottlenecks` \[4\]"):
+        training_settings(config, "mos-8")
+
+
+def test_bottleneck_of_every_constrained_name():
+    assert [bottleneck_of(n) for n in ("bn-16", "mos-4", "svd-r32")] == [16, 4, 32]
+    with pytest.raises(ValueError, match="not a constrained model"):
+        bottleneck_of("gt-nanogpt")
