@@ -74,6 +74,27 @@ def test_defaults_are_not_shared_between_configs():
     assert b["eval"]["sentence_marks"] == [". ", "! ", "? ", "\n"]
 
 
+def test_numeric_strings_from_the_command_line_are_coerced(repo):
+    """`snakemake --config 'metrics={"tau": 0.8}'` hands nested values over as strings."""
+    config = _default(repo)
+    deep_update(config, {"metrics": {"tau": "0.8", "bootstrap": "200"}, "bottlenecks": ["4", "16"], "seed": "7",
+                         "svd": {"ranks": ["4"]}, "tbat": {"positions": "all"}, "sampling": {"n_prompts": "null"}})
+    validate_config(config)
+    assert config["metrics"]["tau"] == 0.8 and isinstance(config["metrics"]["bootstrap"], int)
+    assert config["bottlenecks"] == [4, 16] and config["seed"] == 7 and config["svd"]["ranks"] == [4]
+    assert config["tbat"]["positions"] == "all"  # a string the schema admits stays a string
+    config["metrics"]["tau"] = "ninety"
+    with pytest.raises(ConfigError, match=r"metrics.tau: 'ninety' is not of type 'number'"):
+        validate_config(config)
+
+
+def test_more_sampling_prompts_than_eval_prompts_is_rejected(repo):
+    config = _default(repo)
+    config["sampling"]["n_prompts"] = config["eval"]["n_prompts"] + 1
+    with pytest.raises(ConfigError, match=r"sampling.n_prompts: 101 exceeds eval.n_prompts 100"):
+        validate_config(config)
+
+
 def test_deep_update_merges_dicts_and_replaces_lists():
     base = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
     override = {"a": {"c": [3]}, "e": 2}

@@ -19,7 +19,7 @@ from oversmooth.data import (
     read_shard,
     truncate_utf8,
 )
-from oversmooth.io import sha256_file
+from oversmooth.io import UnreadableInputError, sha256_file
 
 
 def _build(tmp_path, sources, seed=3, **kw):
@@ -178,6 +178,35 @@ def test_jsonl_and_parquet_sources_use_the_text_column(tmp_path):
         list(iter_source_documents({**source, "text_column": "text"}, "mix", "replace", SourceStats("mix", "files")))
     with pytest.raises(DataSourceError, match=r"b\.parquet: no text column 'text'"):
         list(iter_source_documents({**source, "paths": [str(parquet)], "text_column": "text"}, "mix", "replace", SourceStats("mix", "files")))
+
+
+def _bad_utf8_files(tmp_path):
+    """A .jsonl with one raw non-UTF-8 line and a .parquet with a non-UTF-8 binary cell, beside good rows."""
+    jsonl = tmp_path / "bad.jsonl"
+    jsonl.write_bytes(b'{"text": "good line."}\n{"text": "Caf\xe9 line."}\n')
+    parquet = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"text": pa.array([b"good row.", b"Caf\xe9 row."], pa.binary())}), parquet)
+    return {"kind": "files", "paths": [str(jsonl), str(parquet)], "text_column": "text"}
+
+
+def test_invalid_utf8_policy_holds_for_jsonl_and_parquet(tmp_path):
+    source = _bad_utf8_files(tmp_path)
+    stats = SourceStats("s", "files")
+    replaced = [d.data for d in iter_source_documents(source, "s", "replace", stats)]
+    assert replaced == [b"good line.", "Caf\ufffd line.".encode(), b"good row.", "Caf\ufffd row.".encode()]
+    assert stats.invalid_utf8 == 2 and "bad.jsonl line 2" in stats.invalid_utf8_examples[0]
+    skipped = [d.data for d in iter_source_documents(source, "s", "skip", SourceStats("s", "files"))]
+    assert skipped == [b"good line.", b"good row."]
+    with pytest.raises(DataSourceError, match=r"bad\.jsonl line 2: not valid UTF-8"):
+        list(iter_source_documents(source, "s", "error", SourceStats("s", "files")))
+
+
+def test_a_corrupt_parquet_source_is_named(tmp_path):
+    corrupt = tmp_path / "corrupt.parquet"
+    corrupt.write_bytes(b"PAR1 this is not parquet at all")
+    source = {"kind": "files", "paths": [str(corrupt)], "text_column": "text"}
+    with pytest.raises(UnreadableInputError, match=r"corrupt\.parquet: not a readable Parquet file"):
+        list(iter_source_documents(source, "s", "replace", SourceStats("s", "files")))
 
 
 def test_hf_source_reads_a_local_dataset_through_load_dataset(tmp_path):

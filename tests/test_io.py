@@ -2,7 +2,10 @@ import os
 
 import pytest
 
-from oversmooth.io import atomic_path, sha256_file, write_json
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from oversmooth.io import ParquetInput, UnreadableInputError, atomic_path, read_parquet, sha256_file, write_json
 
 
 def test_atomic_path_moves_into_place_on_success(tmp_path):
@@ -40,3 +43,21 @@ def test_write_json_and_sha256(tmp_path):
     assert (tmp_path / "a.json").read_text() == '{\n  "x": 1\n}\n'
     (tmp_path / "b.bin").write_bytes(b"abc")
     assert sha256_file(tmp_path / "b.bin") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+def test_a_truncated_parquet_file_is_named_when_opened_or_read(tmp_path):
+    good = tmp_path / "logits.parquet"
+    pq.write_table(pa.table({"x": list(range(10_000))}), good, row_group_size=1000)
+    truncated = tmp_path / "truncated.parquet"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    for read in (read_parquet, ParquetInput):
+        with pytest.raises(UnreadableInputError, match=r"truncated\.parquet: not a readable Parquet file"):
+            read(truncated)
+    # a footer that survives with a damaged page: the error comes at read time, still naming the file
+    damaged = tmp_path / "damaged.parquet"
+    data = bytearray(good.read_bytes())
+    data[100:4000] = b"\xff" * 3900
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(UnreadableInputError, match=r"damaged\.parquet"):
+        list(ParquetInput(damaged).iter_batches())
+    assert read_parquet(good).num_rows == 10_000

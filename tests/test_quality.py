@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from oversmooth.quality import (
+    at_floor,
     average_word_length,
     bits_per_byte,
     byte_tv,
@@ -15,6 +16,7 @@ from oversmooth.quality import (
     has_repetition,
     human_samples,
     load_causal_lm,
+    mauve_scores,
     perplexities,
     summarise_quality,
     valid_word_ratio,
@@ -102,8 +104,24 @@ def test_summary_counts_and_corpus_metrics():
     assert row["perplexity_mean"] == 20.0 and row["perplexity_n"] == 3 and row["n_samples"] == 4
     assert row["bits_per_byte_mean"] == 2.0
     assert row["repetition"] == 0.25 and row["byte_tv"] == 0.0
-    assert row["mauve_mean"] == pytest.approx(0.85) and row["mauve_seeds"] == 2
+    assert row["mauve_mean"] == pytest.approx(0.85) and row["mauve_seeds"] == 2 and row["mauve_seeds_at_floor"] == 0
     assert row["perplexity_ci_low"] <= 20.0 <= row["perplexity_ci_high"]
+    assert row["repetition_ci_low"] == 0.0 and 0.25 < row["repetition_ci_high"] <= 1.0
+    floor = summarise_quality(per_sample, continuations, [b"ab"], {"pure": [np.nan, np.nan]}, n_boot=200, confidence=0.95, seed=0)
+    assert math.isnan(floor.iloc[0]["mauve_mean"]) and floor.iloc[0]["mauve_seeds_at_floor"] == 2
+
+
+def test_mauve_is_not_reported_at_its_floor():
+    """Disjoint k-means buckets give MAUVE one constant value whatever the texts: NaN, not a number."""
+    rng = np.random.default_rng(0)
+    axis = np.eye(8, dtype=np.float32)
+    human = (axis[0] + 0.1 * rng.normal(size=(40, 8))).astype(np.float32)
+    gibberish = (axis[1] + 0.1 * rng.normal(size=(40, 8))).astype(np.float32)  # another direction entirely
+    assert all(math.isnan(s) for s in mauve_scores(gibberish, human, seeds=[1, 2]))
+    alike = mauve_scores((axis[0] + 0.1 * rng.normal(size=(40, 8))).astype(np.float32), human, seeds=[1, 2])
+    assert all(0.1 < s <= 1.0 for s in alike)
+    assert at_floor(np.array([0.5, 0.5, 0.0]), np.array([0.0, 0.0, 1.0]))
+    assert not at_floor(np.array([0.5, 0.5, 0.0]), np.array([0.0, 0.1, 0.9]))
 
 
 def test_quality_tables_and_sample_markdown():

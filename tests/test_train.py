@@ -12,8 +12,17 @@ import pandas as pd
 import pytest
 import torch
 
+from oversmooth.logs import log_to_file
 from oversmooth.spectra import singular_entropy_gap, singular_values
-from oversmooth.train import PREEMPTED_EXIT_CODE, TrainConfig, TrainSpec, learning_rate, load_model, resume_path, train_model
+from oversmooth.train import (
+    PREEMPTED_EXIT_CODE,
+    TrainConfig,
+    TrainSpec,
+    learning_rate,
+    load_model,
+    resume_path,
+    train_model,
+)
 
 MODEL = dict(block_size=32, n_layer=1, n_head=2, n_embd=32, bottleneck=4)
 TRAIN = dict(batch_size=4, grad_accum=2, max_iters=24, warmup_iters=3, eval_interval=6, eval_iters=2, learning_rate=3e-3, min_lr=3e-4, threads=1, seed=5)
@@ -136,15 +145,24 @@ def test_sigterm_saves_and_exits_then_rerun_resumes(shards, tmp_path):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == PREEMPTED_EXIT_CODE
     assert resume_path(tmp_path / "job").exists()
-    assert "resume state saved" in open(spec.log_file).read()
+    first_attempt = open(spec.log_file).read()
+    assert "resume state saved" in first_attempt
+    # a stop is logged as a stop, naming the signal: no error, no traceback
+    assert "WARNING oversmooth: job stopped by SIGTERM (exit 143)" in first_attempt
+    assert " ERROR " not in first_attempt and "Traceback" not in first_attempt
     resumed = torch.load(resume_path(tmp_path / "job"), weights_only=False)["state"]
     assert 50 <= resumed["iteration"] < 4000
     # rerun with a short budget that ends just after the interruption point: it continues, not restarts
     finish = _spec(shards, tmp_path / "job", train=long_train, stop_after_iters=resumed["iteration"] + 1)
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit), log_to_file(spec.log_file):
         train_model(finish)
     again = torch.load(resume_path(tmp_path / "job"), weights_only=False)["state"]
     assert again["iteration"] == resumed["iteration"] + 1
+    # the retry appends to the same log: both attempts are there, in order
+    both = open(spec.log_file).read()
+    assert both.startswith(first_attempt) and both.count("==== attempt started") == 2
+    assert f"resumed m at iteration {resumed['iteration']}" in both[len(first_attempt):]
+    assert "job stopped by stop request (exit 143)" in both[len(first_attempt):]
 
 
 def test_ddp_with_two_gloo_processes_matches_single_process(shards, tmp_path):

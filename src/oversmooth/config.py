@@ -58,6 +58,7 @@ def load_schema(path: str | os.PathLike = SCHEMA_PATH) -> dict:
 def validate_config(config: dict, schema_path: str | os.PathLike = SCHEMA_PATH) -> dict:
     """Validate `config` in place, filling defaults; raise ConfigError naming each bad key."""
     schema = load_schema(schema_path)
+    coerce_scalars(config, schema)
     validator_class = _with_defaults(jsonschema.validators.validator_for(schema))
     validator = validator_class(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path])
@@ -66,7 +67,76 @@ def validate_config(config: dict, schema_path: str | os.PathLike = SCHEMA_PATH) 
         raise ConfigError("invalid config (schema " + os.fspath(schema_path) + "):\n" + "\n".join(lines))
     _check_unique_source_labels(config)
     _check_rank_settings(config)
+    _check_sampling_prompts(config)
     return config
+
+
+def _schema_types(schema: Mapping) -> set[str]:
+    """The JSON types a subschema admits, through `oneOf`/`anyOf` alternatives."""
+    types = schema.get("type", [])
+    found = {types} if isinstance(types, str) else set(types)
+    for alternative in [*schema.get("oneOf", []), *schema.get("anyOf", [])]:
+        found |= _schema_types(alternative)
+    return found
+
+
+def _coerce_scalar(value: str, types: set[str]) -> Any:
+    """`value` as the integer, number, boolean or null the schema asks for; unchanged if it reads as none."""
+    text = value.strip()
+    if "null" in types and text.lower() in ("null", "none", "~"):
+        return None
+    if "integer" in types:
+        try:
+            return int(text)
+        except ValueError:
+            pass
+    if "number" in types:
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    if "boolean" in types and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return value
+
+
+def coerce_scalars(config: Any, schema: Mapping) -> None:
+    """Turn strings into the numbers and booleans the schema asks for, in place.
+
+    `snakemake --config 'metrics={"tau": 0.8}'` passes nested values as strings ('0.8'); a key whose schema
+    admits strings is left alone. Anything that does not parse stays a string, and validation then names it.
+    """
+    if isinstance(config, dict):
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for key, value in config.items():
+            sub = properties.get(key, extra if isinstance(extra, dict) else None)
+            if sub is None:
+                continue
+            types = _schema_types(sub)
+            if isinstance(value, str) and "string" not in types and types:
+                config[key] = _coerce_scalar(value, types)
+            else:
+                coerce_scalars(value, sub)
+    elif isinstance(config, list) and isinstance(schema.get("items"), dict):
+        item_schema = schema["items"]
+        types = _schema_types(item_schema)
+        for i, value in enumerate(config):
+            if isinstance(value, str) and "string" not in types and types:
+                config[i] = _coerce_scalar(value, types)
+            else:
+                coerce_scalars(value, item_schema)
+
+
+def _check_sampling_prompts(config: Mapping) -> None:
+    """sampling.n_prompts samples from the eval.n_prompts prompts: it cannot ask for more."""
+    sampling, evaluation = config.get("sampling", {}), config.get("eval", {})
+    wanted, available = sampling.get("n_prompts"), evaluation.get("n_prompts")
+    if wanted is not None and available is not None and wanted > available:
+        raise ConfigError(
+            f"invalid config:\n  sampling.n_prompts: {wanted} exceeds eval.n_prompts {available} (the prompts it "
+            "samples from); raise eval.n_prompts or lower sampling.n_prompts"
+        )
 
 
 def _check_rank_settings(config: Mapping) -> None:

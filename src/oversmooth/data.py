@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from oversmooth import __version__
-from oversmooth.io import atomic_path
+from oversmooth.io import ParquetInput, atomic_path
 from oversmooth.logs import get_logger
 
 log = get_logger("data")
@@ -143,28 +143,39 @@ def decode_utf8(raw: bytes, where: str, policy: str, stats: SourceStats) -> byte
         return raw.decode("utf-8", errors="replace").encode("utf-8")
 
 
-def _text_bytes(value: Any, where: str, column: str) -> bytes:
-    if isinstance(value, str):
-        return value.encode("utf-8", errors="replace")
-    if isinstance(value, bytes):
-        return value
+def _text_bytes(value: Any, where: str, column: str, policy: str, stats: SourceStats) -> bytes | None:
+    """A text cell as UTF-8 bytes, invalid UTF-8 (bytes, or lone surrogates in a str) handled per `policy`."""
     if value is None:
         return b""
-    raise DataSourceError(f"{where}: column {column!r} holds {type(value).__name__}, expected text")
+    if isinstance(value, str):
+        raw = value.encode("utf-8", errors="surrogatepass")
+    elif isinstance(value, bytes):
+        raw = value
+    else:
+        raise DataSourceError(f"{where}: column {column!r} holds {type(value).__name__}, expected text")
+    return decode_utf8(raw, where, policy, stats)
+
+
+def _document(doc_id: str, label: str, data: bytes | None) -> Iterator[Document]:
+    """The document, unless the UTF-8 policy dropped its text."""
+    if data is not None:
+        yield Document(doc_id, label, data)
 
 
 def _txt_documents(path: str, label: str, policy: str, stats: SourceStats, key: str) -> Iterator[Document]:
     data = decode_utf8(Path(path).read_bytes(), f"source {label!r} file {path}", policy, stats)
-    if data is not None:
-        yield Document(f"{label}:{key}", label, data)
+    yield from _document(f"{label}:{key}", label, data)
 
 
-def _jsonl_documents(path: str, label: str, column: str) -> Iterator[Document]:
+def _jsonl_documents(path: str, label: str, column: str, policy: str, stats: SourceStats) -> Iterator[Document]:
     with open(path, "rb") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
+        for line_no, raw in enumerate(f, start=1):
+            if not raw.strip():
                 continue
             where = f"source {label!r} file {path} line {line_no}"
+            line = decode_utf8(raw, where, policy, stats)
+            if line is None:
+                continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as err:
@@ -172,11 +183,12 @@ def _jsonl_documents(path: str, label: str, column: str) -> Iterator[Document]:
             if not isinstance(record, dict) or column not in record:
                 keys = sorted(record) if isinstance(record, dict) else type(record).__name__
                 raise DataSourceError(f"{where}: no text column {column!r} (found {keys}); set `text_column`")
-            yield Document(f"{label}:{path}:{line_no}", label, _text_bytes(record[column], where, column))
+            text = _text_bytes(record[column], where, column, policy, stats)
+            yield from _document(f"{label}:{path}:{line_no}", label, text)
 
 
-def _parquet_documents(path: str, label: str, column: str) -> Iterator[Document]:
-    parquet = pq.ParquetFile(path)
+def _parquet_documents(path: str, label: str, column: str, policy: str, stats: SourceStats) -> Iterator[Document]:
+    parquet = ParquetInput(path)
     names = parquet.schema_arrow.names
     if column not in names:
         raise DataSourceError(
@@ -185,7 +197,8 @@ def _parquet_documents(path: str, label: str, column: str) -> Iterator[Document]
     row = 0
     for batch in parquet.iter_batches(columns=[column], batch_size=1024):
         for value in batch.column(0).to_pylist():
-            yield Document(f"{label}:{path}:{row}", label, _text_bytes(value, f"{path} row {row}", column))
+            where = f"source {label!r} file {path} row {row}"
+            yield from _document(f"{label}:{path}:{row}", label, _text_bytes(value, where, column, policy, stats))
             row += 1
 
 
@@ -202,9 +215,9 @@ def _file_documents(source: Mapping, label: str, policy: str, stats: SourceStats
             if suffix in (".txt", ".md"):
                 yield from _txt_documents(path, label, policy, stats, key=path)
             elif suffix == ".jsonl":
-                yield from _jsonl_documents(path, label, column)
+                yield from _jsonl_documents(path, label, column, policy, stats)
             elif suffix == ".parquet":
-                yield from _parquet_documents(path, label, column)
+                yield from _parquet_documents(path, label, column, policy, stats)
             else:
                 raise DataSourceError(
                     f"source {label!r}: cannot read {path} (suffix {suffix!r}); use .txt, .md, .jsonl or .parquet"
@@ -221,7 +234,7 @@ def _package_documents(source: Mapping, label: str, policy: str, stats: SourceSt
         yield from _txt_documents(str(path), label, policy, stats, key=str(path.relative_to(root)))
 
 
-def _hf_documents(source: Mapping, label: str) -> Iterator[Document]:
+def _hf_documents(source: Mapping, label: str, policy: str, stats: SourceStats) -> Iterator[Document]:
     """Rows of a Hugging Face dataset (hub name or local folder/files) via `datasets.load_dataset`."""
     import datasets
 
@@ -239,7 +252,8 @@ def _hf_documents(source: Mapping, label: str) -> Iterator[Document]:
     if column not in (dataset.column_names or [column]):
         raise DataSourceError(f"{what}: no text column {column!r} (columns: {dataset.column_names})")
     for row_index, row in enumerate(dataset):
-        yield Document(f"{label}:{row_index}", label, _text_bytes(row[column], f"{what} row {row_index}", column))
+        text = _text_bytes(row[column], f"{what} row {row_index}", column, policy, stats)
+        yield from _document(f"{label}:{row_index}", label, text)
 
 
 def iter_source_documents(source: Mapping, label: str, policy: str, stats: SourceStats) -> Iterator[Document]:
@@ -250,7 +264,7 @@ def iter_source_documents(source: Mapping, label: str, policy: str, stats: Sourc
     elif kind == "files":
         documents = _file_documents(source, label, policy, stats)
     elif kind == "hf":
-        documents = _hf_documents(source, label)
+        documents = _hf_documents(source, label, policy, stats)
     else:
         raise DataSourceError(f"source {label!r}: unknown kind {kind!r}")
     budget = source.get("max_bytes")

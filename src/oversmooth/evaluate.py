@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import pyarrow.parquet as pq
 import torch
 
 from oversmooth.bytelm import ByteLM
+from oversmooth.io import ParquetInput
 from oversmooth.logs import get_logger
 from oversmooth.train import sample_windows
 
@@ -18,7 +18,7 @@ log = get_logger("evaluate")
 def heldout_bytes(eval_docs_path: str | os.PathLike, max_bytes: int, separator: bytes = b"\n\n") -> np.ndarray:
     """The first `max_bytes` of the evaluation pool, documents joined by `separator`, as uint8."""
     chunks, total = [], 0
-    for batch in pq.ParquetFile(eval_docs_path).iter_batches(columns=["text"], batch_size=64):
+    for batch in ParquetInput(eval_docs_path).iter_batches(columns=["text"], batch_size=64):
         for text in batch.column(0).to_pylist():
             chunks.append(text + separator)
             total += len(text) + len(separator)

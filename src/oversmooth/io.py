@@ -11,6 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
@@ -50,3 +53,52 @@ def sha256_file(path: str | os.PathLike, chunk_bytes: int = 1 << 20) -> str:
         while chunk := f.read(chunk_bytes):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+class UnreadableInputError(ValueError):
+    """An input file exists but cannot be read as what it should be; the message names the file."""
+
+
+@contextlib.contextmanager
+def naming_parquet_errors(path: str | os.PathLike) -> Iterator[None]:
+    """Re-raise Arrow's errors while reading `path` as an UnreadableInputError that names the file."""
+    try:
+        yield
+    except (FileNotFoundError, PermissionError):
+        raise  # these name the file already
+    except (pa.ArrowException, OSError) as err:  # Arrow reports damaged pages as a bare OSError
+        raise UnreadableInputError(
+            f"{os.fspath(path)}: not a readable Parquet file ({type(err).__name__}: {err}). It may be truncated or "
+            "corrupt: delete it and rerun snakemake to rebuild it (or replace it, if it is a source file)"
+        ) from err
+
+
+def read_parquet(path: str | os.PathLike, **kwargs: Any) -> pa.Table:
+    """`pyarrow.parquet.read_table`, with errors that name the file."""
+    with naming_parquet_errors(path):
+        return pq.read_table(path, **kwargs)
+
+
+class ParquetInput(pq.ParquetFile):
+    """`pyarrow.parquet.ParquetFile` whose opening and reading errors name the file."""
+
+    def __init__(self, path: str | os.PathLike, **kwargs: Any):
+        self.path = os.fspath(path)
+        with naming_parquet_errors(self.path):
+            super().__init__(self.path, **kwargs)
+
+    def read_row_group(self, *args: Any, **kwargs: Any) -> pa.Table:
+        with naming_parquet_errors(self.path):
+            return super().read_row_group(*args, **kwargs)
+
+    def read_row_groups(self, *args: Any, **kwargs: Any) -> pa.Table:
+        with naming_parquet_errors(self.path):
+            return super().read_row_groups(*args, **kwargs)
+
+    def read(self, *args: Any, **kwargs: Any) -> pa.Table:
+        with naming_parquet_errors(self.path):
+            return super().read(*args, **kwargs)
+
+    def iter_batches(self, *args: Any, **kwargs: Any) -> Iterator[pa.RecordBatch]:
+        with naming_parquet_errors(self.path):
+            yield from super().iter_batches(*args, **kwargs)

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import torch
 
 from oversmooth.bytelm import ByteLM
-from oversmooth.io import atomic_path
+from oversmooth.io import ParquetInput, atomic_path
 from oversmooth.logs import get_logger
 from oversmooth.model import VOCAB_SIZE
 
@@ -250,7 +250,7 @@ class LogitsBatch:
 
 def iter_logits(path: str | os.PathLike) -> Iterator[LogitsBatch]:
     """The rows of a logits file, one row group at a time (bounded memory)."""
-    parquet = pq.ParquetFile(path)
+    parquet = ParquetInput(path)
     _check_schema(parquet, path)
     for group in range(parquet.num_row_groups):
         yield _batch(parquet.read_row_group(group))
@@ -258,7 +258,7 @@ def iter_logits(path: str | os.PathLike) -> Iterator[LogitsBatch]:
 
 def iter_aligned_logits(path_a: str | os.PathLike, path_b: str | os.PathLike) -> Iterator[tuple[LogitsBatch, LogitsBatch]]:
     """Row groups of two models' logits over the same positions, side by side."""
-    a, b = pq.ParquetFile(path_a), pq.ParquetFile(path_b)
+    a, b = ParquetInput(path_a), ParquetInput(path_b)
     _check_schema(a, path_a)
     _check_schema(b, path_b)
     if [a.metadata.row_group(i).num_rows for i in range(a.num_row_groups)] != [

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 import torch
 
 from oversmooth.decoding import Decoding, nucleus_mask
-from oversmooth.io import atomic_path
+from oversmooth.io import atomic_path, read_parquet
 from oversmooth.logits import iter_aligned_logits
 from oversmooth.logs import get_logger
 
@@ -181,17 +181,24 @@ def describe(values: np.ndarray, clusters: np.ndarray, weights: np.ndarray, conf
     sd = kept.std(ddof=1) if kept.size > 1 else np.nan
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = (weights @ sums) / (weights @ counts)
-    boot = boot[np.isfinite(boot)]
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(boot, [alpha, 1 - alpha]) if boot.size else (np.nan, np.nan)
+    low, high = percentile_interval(boot[np.isfinite(boot)], confidence)
     return {
         "mean": mean, "sd": sd, "ci_low": low, "ci_high": high,
         "n_positions": int(finite.sum()), "n_prompts": int(n_clusters), "n_infinite": int((~finite).sum()),
     }
 
 
+def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The bootstrap percentile interval of a statistic's replicates; NaNs when there are none."""
+    if not replicates.size:
+        return np.nan, np.nan
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(replicates, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
 def summarise_file(
     path: str | os.PathLike, *, n_boot: int, confidence: float, seed: int, metrics: Sequence[str] = METRICS
 ) -> pd.DataFrame:
-    frame = pq.read_table(path, columns=["prompt_id", "method", *metrics]).to_pandas()
+    frame = read_parquet(path, columns=["prompt_id", "method", *metrics]).to_pandas()
     return summarise(frame, n_boot=n_boot, confidence=confidence, seed=seed, metrics=metrics)

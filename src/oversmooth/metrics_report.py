@@ -277,12 +277,12 @@ def position_view(
 ) -> tuple[dict[str, np.ndarray], int, dict[str, str], str]:
     """Figure 4.1's data: each model's distribution at one position, the target, panel titles with
     the metrics (means over ground truths, as the thesis) and the text the models saw."""
-    import pyarrow.parquet as pq
     import torch
 
+    from oversmooth.io import read_parquet
     from oversmooth.metrics import oversmoothing
 
-    prompts = pq.read_table(prompts_path, filters=[("prompt_id", "=", prompt)]).to_pylist()
+    prompts = read_parquet(prompts_path, filters=[("prompt_id", "=", prompt)]).to_pylist()
     if not prompts:
         raise ValueError(f"figures.prompt: no prompt_id {prompt} in {prompts_path}")
     row = prompts[0]
@@ -291,7 +291,7 @@ def position_view(
         raise ValueError(f"figures.position: {position} is outside the window of {len(row['window'])} bytes")
     logprobs = {}
     for name, path in logits_paths.items():
-        hit = pq.read_table(path, filters=[("prompt_id", "=", prompt), ("position", "=", position)])
+        hit = read_parquet(path, filters=[("prompt_id", "=", prompt), ("position", "=", position)])
         logprobs[name] = torch.tensor(np.asarray(hit.column("logprobs")[0].as_py()), dtype=torch.float64)
     target = row["window"][position]
     titles = {}
@@ -308,9 +308,9 @@ def position_view(
 
 
 def read_position_metrics(path: str | os.PathLike, method: str = "pure", columns: Sequence[str] = ("target", "nsmd")) -> pd.DataFrame:
-    import pyarrow.parquet as pq
+    from oversmooth.io import read_parquet
 
-    return pq.read_table(path, columns=list(columns), filters=[("method", "=", method)]).to_pandas()
+    return read_parquet(path, columns=list(columns), filters=[("method", "=", method)]).to_pandas()
 
 
 def argmax_counts(logits_path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from oversmooth.io import atomic_path
+from oversmooth.io import ParquetInput, atomic_path
 from oversmooth.logs import get_logger
 
 log = get_logger("prompts")
@@ -74,7 +74,7 @@ def select_prompts(eval_docs_path: str | os.PathLike, spec: PromptSpec, seed: in
     The eval pool is streamed twice, one row group at a time: once for candidate offsets, once for
     the bytes of the chosen prompts, so memory stays bounded by the candidates, not the text.
     """
-    parquet = pq.ParquetFile(eval_docs_path)
+    parquet = ParquetInput(eval_docs_path)
     pattern = sentence_start_pattern(spec.sentence_marks)
     doc_rows, starts = [], []
     row_base, n_bytes = 0, 0

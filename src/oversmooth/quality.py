@@ -15,7 +15,9 @@ Definitions (each tested on hand-made texts):
   causal LM, each token conditioned on the prompt and the continuation before it; and the same NLL in
   **bits per byte** of the continuation's (UTF-8) text, which does not depend on how the text tokenises.
 - **MAUVE** (mauve-text) between the model's and the human continuations, on features of an offline
-  sentence encoder, averaged over `quality.mauve_seeds` k-means seeds (mean and sd) with the sample count.
+  sentence encoder, averaged over `quality.mauve_seeds` k-means seeds (mean and sd) with the sample count. A
+  seed whose k-means buckets each hold only model or only human samples gives MAUVE's floor (a constant that
+  does not depend on the texts): it is counted in `mauve_seeds_at_floor` and left out, never averaged in.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import pandas as pd
 import torch
 
 from oversmooth.logs import get_logger
-from oversmooth.metrics import bootstrap_weights, describe
+from oversmooth.metrics import bootstrap_weights, describe, percentile_interval
 
 log = get_logger("quality")
 
@@ -204,12 +206,23 @@ def _encoder():
 
 
 def mauve_scores(model_features: np.ndarray, human_features: np.ndarray, seeds: Sequence[int]) -> list[float]:
+    """MAUVE per k-means seed; NaN where the two quantised histograms share no bucket.
+
+    With disjoint histograms MAUVE takes one constant value (0.0041 at mauve-text's defaults) whatever the texts:
+    it cannot separate anything, so no number is reported for that seed (see `at_floor`).
+    """
     import mauve
 
-    return [
-        float(mauve.compute_mauve(p_features=model_features, q_features=human_features, seed=s, device_id=-1, verbose=False).mauve)
-        for s in seeds
-    ]
+    scores = []
+    for seed in seeds:
+        out = mauve.compute_mauve(p_features=model_features, q_features=human_features, seed=seed, device_id=-1, verbose=False)
+        scores.append(math.nan if at_floor(out.p_hist, out.q_hist) else float(out.mauve))
+    return scores
+
+
+def at_floor(p_hist: np.ndarray, q_hist: np.ndarray) -> bool:
+    """True when no k-means bucket holds both model and human samples: MAUVE is then at its floor."""
+    return not bool(np.any((np.asarray(p_hist) > 0) & (np.asarray(q_hist) > 0)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -243,31 +256,35 @@ def summarise_quality(
     seed: int,
 ) -> pd.DataFrame:
     """Per method: mean, sd and bootstrap CI of the sample-level metrics; repetition and byte TV with
-    bootstrap CIs (samples resampled); MAUVE mean and sd over k-means seeds; sample counts."""
-    alpha = (1 - confidence) / 2
+    bootstrap CIs (samples resampled, the same replicates for every metric); MAUVE mean and sd over the k-means
+    seeds where it is informative, and how many seeds were at its floor (NaN mean when all were); sample counts."""
     rows = []
     for method, group in per_sample.groupby("method", sort=False):
         n = len(group)
         weights = bootstrap_weights(n, n_boot, seed)  # each sample is its own cluster
+        samples = np.arange(n)
         row = {"method": method, "n_samples": n}
         for metric in SAMPLE_LEVEL:
-            stats = describe(group[metric].to_numpy(dtype=float), np.arange(n), weights, confidence)
+            stats = describe(group[metric].to_numpy(dtype=float), samples, weights, confidence)
             for stat in ("mean", "sd", "ci_low", "ci_high"):
                 row[f"{metric}_{stat}"] = stats[stat]
             row[f"{metric}_n"] = stats["n_positions"]
-        repeated = group["repeated"].to_numpy(dtype=float)
-        row["repetition"] = repeated.mean()
-        row["repetition_ci_low"], row["repetition_ci_high"] = np.quantile(weights @ repeated / n, [alpha, 1 - alpha])
+        repetition = describe(group["repeated"].to_numpy(dtype=float), samples, weights, confidence)
+        row["repetition"], row["repetition_ci_low"], row["repetition_ci_high"] = (
+            repetition["mean"], repetition["ci_low"], repetition["ci_high"]
+        )
         hists = np.stack([byte_histogram([t]) for t in continuations[method]])
         human_hist = byte_histogram(human)
         q = human_hist / human_hist.sum()
         boot_tv = [0.5 * np.abs(w @ hists / max((w @ hists).sum(), 1) - q).sum() for w in weights]
         row["byte_tv"] = 0.5 * np.abs(hists.sum(0) / hists.sum() - q).sum()
-        row["byte_tv_ci_low"], row["byte_tv_ci_high"] = np.quantile(boot_tv, [alpha, 1 - alpha])
-        scores = mauve.get(method, [])
-        row["mauve_mean"] = float(np.mean(scores)) if scores else np.nan
-        row["mauve_sd"] = float(np.std(scores, ddof=1)) if len(scores) > 1 else np.nan
-        row["mauve_seeds"] = len(scores)
+        row["byte_tv_ci_low"], row["byte_tv_ci_high"] = percentile_interval(np.asarray(boot_tv), confidence)
+        scores = np.asarray(mauve.get(method, []), dtype=float)
+        informative = scores[np.isfinite(scores)]
+        row["mauve_mean"] = float(informative.mean()) if informative.size else np.nan
+        row["mauve_sd"] = float(informative.std(ddof=1)) if informative.size > 1 else np.nan
+        row["mauve_seeds"] = int(scores.size)
+        row["mauve_seeds_at_floor"] = int(scores.size - informative.size)
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -14,9 +14,9 @@ import os
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 
+from oversmooth.io import read_parquet
 from oversmooth.logits import list_to_numpy
 from oversmooth.spectra import (
     anisotropy,
@@ -68,7 +68,7 @@ def representations(hidden_path: str | os.PathLike, checkpoint: str | os.PathLik
     """The four representations of Table 7.3 at the first `positions` rows of the hidden-state companion: the
     pre-bottleneck states, the post-bottleneck states (the output matrix's input), logits = post · Wᵀ and
     probabilities = softmax(logits), each (positions × dim) in float64."""
-    table = pq.read_table(hidden_path).sort_by([("prompt_id", "ascending"), ("position", "ascending")])
+    table = read_parquet(hidden_path).sort_by([("prompt_id", "ascending"), ("position", "ascending")])
     if table.num_rows < positions:
         raise ValueError(f"{hidden_path}: {table.num_rows} hidden-state rows, rank.positions asks for {positions}")
     table = table.slice(0, positions)

@@ -310,9 +310,9 @@ def model_tbat(
     import pyarrow.parquet as pq
     import torch
 
-    from oversmooth.io import atomic_path
+    from oversmooth.io import ParquetInput, atomic_path
 
-    n_rows = pq.ParquetFile(logits_path).metadata.num_rows
+    n_rows = ParquetInput(logits_path).metadata.num_rows
     prompt_id, position, logprobs = read_sampled_rows(logits_path, sample_positions(n_rows, positions, seed))
     log.info("k = %d (rank of [W^T; 1^T] %d): %d positions x %d decodings, %d workers",
              W.shape[1], row_basis(W, settings.rank_tol).shape[0], len(position), len(decodings), workers)

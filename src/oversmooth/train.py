@@ -31,7 +31,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from oversmooth.data import read_shard
 from oversmooth.io import atomic_path, write_json
-from oversmooth.logs import get_logger, log_to_file
+from oversmooth.logs import JobStopped, get_logger, log_to_file, signal_name
 from oversmooth.model import GPT, GPTConfig
 from oversmooth.spectra import singular_entropy_gap, singular_values
 
@@ -269,8 +269,8 @@ def train_model(spec: TrainSpec) -> TrainState:
             if _should_stop(stop, spec, state, runtime):
                 _save_resume(out_dir, spec, model, optimizer, data_rng, state, best_weights, runtime)
                 log.warning("%s: stopping at iteration %d on %s; resume state saved to %s",
-                            spec.name, state.iteration, stop.signal or "request", resume_path(out_dir))
-                raise SystemExit(PREEMPTED_EXIT_CODE)
+                            spec.name, state.iteration, signal_name(stop.signal), resume_path(out_dir))
+                raise JobStopped(stop.signal, f"{spec.name} resumes from iteration {state.iteration} on its next attempt")
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

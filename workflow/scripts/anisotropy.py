@@ -1,8 +1,8 @@
 """Snakemake adapter: anisotropy of one trained model's representations, layer by layer (rule anisotropy)."""
 
 import pandas as pd
-import pyarrow.parquet as pq
 
+from oversmooth.io import read_parquet
 from oversmooth.logs import log_to_file
 from oversmooth.rank import layer_anisotropy
 from oversmooth.report import write_csv
@@ -10,5 +10,5 @@ from oversmooth.report import write_csv
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
-    rows = layer_anisotropy(smk.input.checkpoint, pq.read_table(smk.input.prompts), smk.params.positions, smk.params.seed)
+    rows = layer_anisotropy(smk.input.checkpoint, read_parquet(smk.input.prompts), smk.params.positions, smk.params.seed)
     write_csv(pd.DataFrame(rows), smk.output[0])

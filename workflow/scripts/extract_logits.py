@@ -1,7 +1,6 @@
 """Snakemake adapter: next-byte log-probabilities and hidden states of one model (rule extract_logits)."""
 
-import pyarrow.parquet as pq
-
+from oversmooth.io import read_parquet
 from oversmooth.logits import extract_logits
 from oversmooth.logs import log_to_file
 from oversmooth.rules import rule_byte_lm
@@ -13,7 +12,7 @@ with log_to_file(smk.log[0]):
     settings = smk.params.settings
     extract_logits(
         lm,
-        pq.read_table(smk.input.prompts),
+        read_parquet(smk.input.prompts),
         smk.output.logits,
         smk.output.hidden,
         batch_size=settings["batch_size"],

@@ -1,7 +1,6 @@
 """Snakemake adapter: Figure 5.1, byte frequencies of the models' pure samples against the human continuations."""
 
-import pyarrow.parquet as pq
-
+from oversmooth.io import read_parquet
 from oversmooth.logs import log_to_file
 from oversmooth.quality import human_samples
 from oversmooth.quality_report import figure_5_1
@@ -10,6 +9,6 @@ from oversmooth.report import save_figure
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
-    samples = {m: pq.read_table(p).to_pandas() for m, p in zip(smk.params.models, smk.input.samples)}
-    human = human_samples(pq.read_table(smk.input.prompts).to_pandas(), smk.params.n_prompts)
+    samples = {m: read_parquet(p).to_pandas() for m, p in zip(smk.params.models, smk.input.samples)}
+    human = human_samples(read_parquet(smk.input.prompts).to_pandas(), smk.params.n_prompts)
     save_figure(figure_5_1(samples, human), smk.output.png, smk.output.pdf)

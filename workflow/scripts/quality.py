@@ -2,10 +2,9 @@
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import torch
 
-from oversmooth.io import atomic_path
+from oversmooth.io import atomic_path, read_parquet
 from oversmooth.logs import log_to_file
 from oversmooth.quality import human_samples, model_quality
 from oversmooth.report import write_csv
@@ -15,8 +14,8 @@ smk = snakemake  # noqa: F821  (injected by Snakemake)
 with log_to_file(smk.log[0]):
     torch.set_num_threads(smk.threads)
     settings = smk.params.quality
-    human = human_samples(pq.read_table(smk.input.prompts).to_pandas(), smk.params.n_prompts)
-    samples = human if smk.wildcards.model == "human" else pq.read_table(smk.input.samples).to_pandas()
+    human = human_samples(read_parquet(smk.input.prompts).to_pandas(), smk.params.n_prompts)
+    samples = human if smk.wildcards.model == "human" else read_parquet(smk.input.samples).to_pandas()
     lm_path = Path(smk.input.lm).parent if "lm" in smk.input.keys() else settings["perplexity_model"]
     per_sample, summary = model_quality(
         samples, human, lm_path, repetition_n=settings["repetition_n"], mauve_seeds=settings["mauve_seeds"],

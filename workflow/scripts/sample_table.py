@@ -1,8 +1,8 @@
 """Snakemake adapter: Tables 5.1, 5.2 and appendix G, one prompt's continuations per model and method (markdown)."""
 
 import pandas as pd
-import pyarrow.parquet as pq
 
+from oversmooth.io import read_parquet
 from oversmooth.logs import log_to_file
 from oversmooth.quality import human_samples
 from oversmooth.quality_report import samples_markdown, write_text
@@ -16,8 +16,8 @@ TITLES = {
 }
 
 with log_to_file(smk.log[0]):
-    samples = pd.concat([pq.read_table(p).to_pandas() for p in smk.input.samples], ignore_index=True)
-    human = human_samples(pq.read_table(smk.input.prompts).to_pandas(), smk.params.n_prompts)
+    samples = pd.concat([read_parquet(p).to_pandas() for p in smk.input.samples], ignore_index=True)
+    human = human_samples(read_parquet(smk.input.prompts).to_pandas(), smk.params.n_prompts)
     prompt = int(human["prompt_id"].iloc[0]) if smk.params.prompt is None else smk.params.prompt
     text = samples_markdown(samples, human, smk.params.shown, smk.params.methods, prompt, TITLES[smk.wildcards.sample_table])
     write_text(text, smk.output[0])

@@ -1,8 +1,8 @@
 """Snakemake adapter: seconds per position of every metric and TBAT for one model, ours and the reference."""
 
-import pyarrow.parquet as pq
 import torch
 
+from oversmooth.io import ParquetInput
 from oversmooth.logs import log_to_file
 from oversmooth.report import write_csv
 from oversmooth.tbat import TBATSettings, read_sampled_rows, sample_positions
@@ -14,7 +14,7 @@ smk = snakemake  # noqa: F821  (injected by Snakemake)
 with log_to_file(smk.log[0]):
     torch.set_num_threads(1)
     settings = smk.params.timing
-    rows = sample_positions(pq.ParquetFile(smk.input.model).metadata.num_rows, settings["positions"], smk.params.seed)
+    rows = sample_positions(ParquetInput(smk.input.model).metadata.num_rows, settings["positions"], smk.params.seed)
     _, _, logp_bn = read_sampled_rows(smk.input.model, rows)
     _, _, logp_gt = read_sampled_rows(smk.input.ground_truth, rows)
     W = load_model(smk.input.checkpoint).output_matrix().detach().double().numpy()

@@ -1,0 +1,61 @@
+"""Job logs: a deliberate stop is logged as a stop naming its signal, attempts append, a failure keeps its traceback."""
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from oversmooth.logs import JobStopped, log_to_file
+
+# A job that holds a half-written atomic output when the signal arrives.
+JOB = """
+import sys, time
+from oversmooth.io import atomic_path
+from oversmooth.logs import log_to_file
+with log_to_file(sys.argv[1]):
+    with atomic_path(sys.argv[2]) as tmp:
+        tmp.write_text("half")
+        print("ready", flush=True)
+        time.sleep(60)
+"""
+
+
+def _stop_job(tmp_path, signum):
+    proc = subprocess.Popen([sys.executable, "-c", JOB, str(tmp_path / "job.log"), str(tmp_path / "out.txt")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signum)
+    return proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_is_logged_as_a_stop_and_leaves_no_partial_output(tmp_path, signum, code):
+    assert _stop_job(tmp_path, signum) == code
+    text = (tmp_path / "job.log").read_text()
+    assert f"WARNING oversmooth: job stopped by {signal.Signals(signum).name} (exit {code})" in text
+    assert "ERROR" not in text and "Traceback" not in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.log"]  # no output, no temporary file
+
+
+def test_attempts_append_to_the_log(tmp_path):
+    _stop_job(tmp_path, signal.SIGTERM)
+    _stop_job(tmp_path, signal.SIGTERM)
+    text = (tmp_path / "job.log").read_text()
+    assert text.count("==== attempt started") == 2 and text.count("job stopped by SIGTERM") == 2
+
+
+def test_a_failure_is_logged_with_its_traceback(tmp_path):
+    log = tmp_path / "job.log"
+    with pytest.raises(ZeroDivisionError), log_to_file(log):
+        1 / 0
+    text = log.read_text()
+    assert "ERROR oversmooth: job failed" in text and "ZeroDivisionError" in text
+
+
+def test_a_stop_request_without_a_signal_is_named(tmp_path):
+    log = tmp_path / "job.log"
+    with pytest.raises(JobStopped) as stop, log_to_file(log):
+        raise JobStopped(None, "test hook")
+    assert stop.value.code == 143
+    assert "job stopped by stop request (exit 143): test hook" in log.read_text()
