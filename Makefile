@@ -30,9 +30,9 @@ test: install
 dryrun: install
 	$(BIN)/snakemake -n all
 
-# README's generated blocks (config reference, rule graph) and docs/rulegraph.svg (needs Graphviz's dot).
+# The docs' generated blocks (config reference, rule graph) and docs/rulegraph.svg (needs Graphviz's dot).
 docs: install
-	$(BIN)/python docs/update_readme.py
+	$(BIN)/python docs/update_docs.py
 
 clean:
 	rm -rf results .snakemake

@@ -14,6 +14,7 @@ from oversmooth.catalog import (
     trained_models,
     training_settings,
 )
+from oversmooth.provenance import library_digest
 from oversmooth.metrics_report import e_table_names, tbat_table_names
 from oversmooth.quality_report import QUALITY_TABLES, SAMPLE_TABLES, nearest_models
 
@@ -27,6 +28,23 @@ REPORT_QUALITY = "Samples and quality (ch. 5, 6)"
 REPORT_RANK = "Rank and expressivity (ch. 7; app. H; Godey et al. 2024)"
 
 
+def library_code(script):
+    """`params.library` of a rule: a digest of the library code its script workflow/scripts/<script>.py runs,
+    so that editing that code in src/oversmooth/ reruns the rule (comments and docstrings do not count)."""
+    return library_digest(ROOT / "workflow" / "scripts" / f"{script}.py")
+
+
+def settings_without_threads(settings):
+    """A config section without its `threads`: how many CPU threads a job gets does not change its result."""
+    return {k: v for k, v in settings.items() if k != "threads"}
+
+
+def training_params(model):
+    """`params.settings` of a training job: its model and train settings, less the thread count."""
+    settings = training_settings(config, model)
+    return {**settings, "train": settings_without_threads(settings["train"])}
+
+
 def data_path(name):
     """A file of the data stage."""
     return f"{RESULTS}/data/{name}"
@@ -35,6 +53,37 @@ def data_path(name):
 def model_path(model, name):
     """A file of one model's folder."""
     return f"{RESULTS}/models/{model}/{name}"
+
+
+def result_path(stage, name):
+    """A file of one stage's folder under results/: `results/<stage>/<name>`."""
+    return f"{RESULTS}/{stage}/{name}"
+
+
+def eval_path(model):
+    return result_path("eval", f"{model}.json")
+
+
+def samples_path(model):
+    return result_path("samples", f"{model}.parquet")
+
+
+def quality_path(model, kind="per_sample"):
+    """Per-sample quality of a model (or `human`), or its `.summary.csv`."""
+    return result_path("quality", f"{model}.parquet" if kind == "per_sample" else f"{model}.summary.csv")
+
+
+def unargmaxable_path(model):
+    return result_path("unargmaxable", f"{model}.json")
+
+
+def timing_path(model):
+    return result_path("timing", f"{model}.csv")
+
+
+def rank_path(model, analysis):
+    """A rank analysis of one model: `effective_rank` or `anisotropy`."""
+    return result_path("rank", f"{model}.{analysis}.csv")
 
 
 def table_path(name):
@@ -184,8 +233,33 @@ def local_source_files(wildcards=None):
     return files
 
 
+def rank_constrained_inputs(wildcards):
+    """The source model, the shards, and each bottleneck trained from scratch at one of the SVD ranks."""
+    scratch = [k for k in config["svd"]["ranks"] if k in config["bottlenecks"]]
+    return {
+        "source": model_path(svd_source(config), "best.pt"),
+        "train": data_path("train.bin"),
+        "val": data_path("val.bin"),
+        "scratch": [model_path(f"bn-{k}", "best.pt") for k in scratch],
+    }
+
+
+def perplexity_model_path():
+    """The packaged SmolLM2, converted once to a `transformers` folder (rule perplexity_model)."""
+    return result_path("quality", "smollm2/config.json")
+
+
+def quality_inputs(wildcards):
+    inputs = {"prompts": data_path("prompts.parquet")}
+    if wildcards.model != "human":
+        inputs["samples"] = samples_path(wildcards.model)
+    if config["quality"]["perplexity_model"] == "smollm2":
+        inputs["lm"] = perplexity_model_path()
+    return inputs
+
+
 def all_targets():
-    """Everything `rule all` builds: each stage adds its final outputs here."""
+    """Everything the target `all` builds: each stage adds its final outputs here."""
     figures = ["figure_3_1", "figure_4_1", "figure_4_2", "figure_4_3", "figure_5_1"]
     figures += ["figure_godey_anisotropy", "figure_godey_singular_entropy"]
     if svd_models(config):

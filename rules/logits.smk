@@ -9,6 +9,7 @@ rule extract_logits:
         logits=logits_path("{model}"),
         hidden=logits_path("{model}", "hidden"),
     params:
+        library=library_code("extract_logits"),
         settings=config["logits"],
         seed=config["seed"],
         ground_truth=lambda w: hf_ground_truth(w.model),

@@ -13,6 +13,7 @@ rule oversmoothing_metrics:
         model=r"bn-\d+|mos-\d+|svd-r\d+",
         gt=r"gt-[A-Za-z0-9_.]+",
     params:
+        library=library_code("oversmoothing_metrics"),
         metrics=config["metrics"],
         decoding=lambda w: decoding_for(w.model),
         seed=config["seed"],

@@ -11,6 +11,7 @@ rule svd_model:
     wildcard_constraints:
         rank=r"\d+",
     params:
+        library=library_code("svd_model"),
         source=svd_source(config),
         rank=lambda w: int(w.rank),
     resources:
@@ -28,10 +29,11 @@ rule effective_rank:
         hidden=logits_path("{model}", "hidden"),
         checkpoint=model_path("{model}", "best.pt"),
     output:
-        RESULTS + "/rank/{model}.effective_rank.csv",
+        rank_path("{model}", "effective_rank"),
     wildcard_constraints:
         model=r"bn-\d+|gt-[A-Za-z0-9_.]+",
     params:
+        library=library_code("effective_rank"),
         rank={k: config["rank"][k] for k in ("positions", "threshold")},
     resources:
         **job_resources("cpu"),
@@ -51,6 +53,7 @@ rule ngram_rank:
     output:
         reported(table_path("table_godey_ngram_rank"), "table_godey_ngram_rank", REPORT_RANK),
     params:
+        library=library_code("ngram_rank"),
         rank={k: config["rank"][k] for k in ("ngram_n", "ngram_contexts", "ngram_alpha", "threshold", "energy_shares")},
     resources:
         **job_resources("cpu"),
@@ -69,10 +72,11 @@ rule anisotropy:
         prompts=data_path("prompts.parquet"),
         checkpoint=model_path("{model}", "best.pt"),
     output:
-        RESULTS + "/rank/{model}.anisotropy.csv",
+        rank_path("{model}", "anisotropy"),
     wildcard_constraints:
         model=r"bn-\d+|mos-\d+|gt-[A-Za-z0-9_.]+",
     params:
+        library=library_code("anisotropy"),
         positions=config["rank"]["positions"],
         seed=config["seed"],
     resources:
@@ -87,17 +91,6 @@ rule anisotropy:
         "../workflow/scripts/anisotropy.py"
 
 
-def rank_constrained_inputs(wildcards):
-    """The source model, the shards, and each bottleneck trained from scratch at one of the SVD ranks."""
-    scratch = [k for k in config["svd"]["ranks"] if k in config["bottlenecks"]]
-    return {
-        "source": model_path(svd_source(config), "best.pt"),
-        "train": data_path("train.bin"),
-        "val": data_path("val.bin"),
-        "scratch": [model_path(f"bn-{k}", "best.pt") for k in scratch],
-    }
-
-
 rule rank_constrained_head:
     input:
         unpack(rank_constrained_inputs),
@@ -105,6 +98,7 @@ rule rank_constrained_head:
         table=reported(table_path("table_godey_rank_constrained"), "table_godey_rank_constrained", REPORT_RANK),
         **figure_outputs("figure_godey_rank_loss", REPORT_RANK),
     params:
+        library=library_code("rank_constrained_head"),
         ranks=config["svd"]["ranks"],
         scratch=[k for k in config["svd"]["ranks"] if k in config["bottlenecks"]],
         head={k: config["rank"][k] for k in ("head_iters", "head_batch_size", "head_learning_rate", "head_eval_windows")},

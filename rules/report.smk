@@ -21,11 +21,12 @@ localrules:
 
 rule table_3_1:
     input:
-        results=expand(RESULTS + "/eval/{model}.json", model=all_models(config)),
+        results=expand(eval_path("{model}"), model=all_models(config)),
         configs=expand(model_path("{model}", "config.json"), model=trained_models(config)),
     output:
         reported(table_path("table_3_1"), "table_3_1", REPORT_MODELS),
     params:
+        library=library_code("table_3_1"),
         ground_truths=ground_truth_models(config),
     log:
         log_path("report", "table_3_1"),
@@ -44,6 +45,7 @@ rule training_figure:
     wildcard_constraints:
         figure="figure_3_1|figure_godey_singular_entropy",
     params:
+        library=library_code("training_figure"),
         models=trained_models(config),
     log:
         log_path("report", "{figure}"),
@@ -61,6 +63,7 @@ rule metrics_table:
     wildcard_constraints:
         table="|".join(metrics_tables()),
     params:
+        library=library_code("metrics_table"),
         pairs=lambda w: metric_pairs(metrics_table_models(w)),
         models=metrics_table_models,
         tbat_models=bottleneck_models(config),
@@ -85,6 +88,7 @@ rule position_figure:
     wildcard_constraints:
         figure="figure_4_1|figure_7_1",
     params:
+        library=library_code("position_figure"),
         models=position_figure_models,
         ground_truths=ground_truth_models(config),
         figures={k: config["figures"][k] for k in ("prompt", "position", "top_bytes")},
@@ -103,6 +107,7 @@ rule figure_4_2:
     output:
         **figure_outputs("figure_4_2", REPORT_OVERSMOOTHING),
     params:
+        library=library_code("figure_4_2"),
         models=extreme_bottlenecks(config),
         ground_truth=ground_truth_models(config)[0],
     log:
@@ -119,6 +124,7 @@ rule figure_4_3:
     output:
         **figure_outputs("figure_4_3", REPORT_OVERSMOOTHING),
     params:
+        library=library_code("figure_4_3"),
         models=all_models(config),
     log:
         log_path("report", "figure_4_3"),
@@ -130,9 +136,11 @@ rule figure_4_3:
 
 rule table_b:
     input:
-        [RESULTS + f"/unargmaxable/{m}.json" for m in bottleneck_models(config)],
+        [unargmaxable_path(m) for m in bottleneck_models(config)],
     output:
         reported(table_path("table_b"), "table_b", REPORT_EXACT),
+    params:
+        library=library_code("table_b"),
     log:
         log_path("report", "table_b"),
     conda:
@@ -143,10 +151,11 @@ rule table_b:
 
 rule table_i_1:
     input:
-        [RESULTS + f"/timing/{m}.csv" for m in bottleneck_models(config)],
+        [timing_path(m) for m in bottleneck_models(config)],
     output:
         reported(table_path("table_i_1"), "table_i_1", REPORT_EXACT),
     params:
+        library=library_code("table_i_1"),
         models=bottleneck_models(config),
     log:
         log_path("report", "table_i_1"),
@@ -158,12 +167,13 @@ rule table_i_1:
 
 rule quality_table:
     input:
-        lambda w: [f"{RESULTS}/quality/{m}.summary.csv" for m in [*quality_table_models(w), "human"]],
+        lambda w: [quality_path(m, "summary") for m in [*quality_table_models(w), "human"]],
     output:
         reported(table_path("{quality_table}"), "quality_table", REPORT_QUALITY),
     wildcard_constraints:
         quality_table="|".join(quality_tables()),
     params:
+        library=library_code("quality_table"),
         models=quality_table_models,
         methods=lambda w: [m for m in quality_tables()[w.quality_table] if m in config["decoding"]["methods"]],
     log:
@@ -176,13 +186,14 @@ rule quality_table:
 
 rule sample_table:
     input:
-        samples=[f"{RESULTS}/samples/{m}.parquet" for m in all_models(config)],
+        samples=[samples_path(m) for m in all_models(config)],
         prompts=data_path("prompts.parquet"),
     output:
-        reported(RESULTS + "/tables/{sample_table}.md", "sample_table", REPORT_QUALITY),
+        reported(result_path("tables", "{sample_table}.md"), "sample_table", REPORT_QUALITY),
     wildcard_constraints:
         sample_table="|".join(SAMPLE_TABLES),
     params:
+        library=library_code("sample_table"),
         models=all_models(config),
         shown=lambda w: all_models(config) if w.sample_table == "samples_appendix_g" else nearest_models(bottleneck_models(config)),
         methods=lambda w: [m for m in SAMPLE_TABLES[w.sample_table] if m in config["decoding"]["methods"]],
@@ -198,11 +209,12 @@ rule sample_table:
 
 rule figure_5_1:
     input:
-        samples=[f"{RESULTS}/samples/{m}.parquet" for m in all_models(config)],
+        samples=[samples_path(m) for m in all_models(config)],
         prompts=data_path("prompts.parquet"),
     output:
         **figure_outputs("figure_5_1", REPORT_QUALITY),
     params:
+        library=library_code("figure_5_1"),
         models=all_models(config),
         n_prompts=config["sampling"]["n_prompts"],
     log:
@@ -215,10 +227,11 @@ rule figure_5_1:
 
 rule table_7_3:
     input:
-        [RESULTS + f"/rank/{m}.effective_rank.csv" for m in linear_head_models(config)],
+        [rank_path(m, "effective_rank") for m in linear_head_models(config)],
     output:
         reported(table_path("table_7_3"), "table_7_3", REPORT_RANK),
     params:
+        library=library_code("table_7_3"),
         models=linear_head_models(config),
     log:
         log_path("report", "table_7_3"),
@@ -230,11 +243,12 @@ rule table_7_3:
 
 rule table_godey_anisotropy:
     input:
-        [RESULTS + f"/rank/{m}.anisotropy.csv" for m in trained_models(config)],
+        [rank_path(m, "anisotropy") for m in trained_models(config)],
     output:
         table=reported(table_path("table_godey_anisotropy"), "table_godey_anisotropy", REPORT_RANK),
         **figure_outputs("figure_godey_anisotropy", REPORT_RANK),
     params:
+        library=library_code("table_godey_anisotropy"),
         models=trained_models(config),
     log:
         log_path("report", "table_godey_anisotropy"),

@@ -6,8 +6,9 @@ rule sample:
     input:
         unpack(logits_inputs),
     output:
-        RESULTS + "/samples/{model}.parquet",
+        samples_path("{model}"),
     params:
+        library=library_code("sample"),
         sampling=config["sampling"],
         decoding=lambda w: decoding_for(w.model),
         seed=config["seed"],
@@ -27,7 +28,9 @@ rule sample:
 
 rule perplexity_model:
     output:
-        RESULTS + "/quality/smollm2/config.json",
+        perplexity_model_path(),
+    params:
+        library=library_code("perplexity_model"),
     resources:
         **job_resources("cpu"),
     log:
@@ -38,24 +41,16 @@ rule perplexity_model:
         "../workflow/scripts/perplexity_model.py"
 
 
-def quality_inputs(wildcards):
-    inputs = {"prompts": data_path("prompts.parquet")}
-    if wildcards.model != "human":
-        inputs["samples"] = f"{RESULTS}/samples/{wildcards.model}.parquet"
-    if config["quality"]["perplexity_model"] == "smollm2":
-        inputs["lm"] = rules.perplexity_model.output[0]
-    return inputs
-
-
 rule quality:
     input:
         unpack(quality_inputs),
     output:
-        per_sample=RESULTS + "/quality/{model}.parquet",
-        summary=RESULTS + "/quality/{model}.summary.csv",
+        per_sample=quality_path("{model}"),
+        summary=quality_path("{model}", "summary"),
     wildcard_constraints:
         model=r"bn-\d+|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+|human",
     params:
+        library=library_code("quality"),
         quality=config["quality"],
         n_prompts=config["sampling"]["n_prompts"],
         bootstrap={k: config["metrics"][k] for k in ("bootstrap", "confidence")},

@@ -11,7 +11,8 @@ rule tbat:
     wildcard_constraints:
         model=r"bn-\d+",
     params:
-        tbat=config["tbat"],
+        library=library_code("tbat"),
+        tbat=settings_without_threads(config["tbat"]),
         decoding=config["decoding"],
         bootstrap={k: config["metrics"][k] for k in ("bootstrap", "confidence")},
         seed=config["seed"],
@@ -32,10 +33,11 @@ rule unargmaxable:
     input:
         checkpoint=model_path("{model}", "best.pt"),
     output:
-        RESULTS + "/unargmaxable/{model}.json",
+        unargmaxable_path("{model}"),
     wildcard_constraints:
         model=r"bn-\d+",
     params:
+        library=library_code("unargmaxable"),
         settings=config["unargmaxable"],
         seed=config["seed"],
     resources:
@@ -56,10 +58,11 @@ rule time_metrics:
         ground_truth=logits_path(ground_truth_models(config)[0]),
         checkpoint=model_path("{model}", "best.pt"),
     output:
-        RESULTS + "/timing/{model}.csv",
+        timing_path("{model}"),
     wildcard_constraints:
         model=r"bn-\d+",
     params:
+        library=library_code("time_metrics"),
         timing=config["timing"],
         tau=config["metrics"]["tau"],
         tbat={k: v for k, v in config["tbat"].items() if k not in ("positions", "threads")},

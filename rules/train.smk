@@ -18,7 +18,8 @@ rule train_model:
     wildcard_constraints:
         model=r"bn-\d+|mos-\d+|gt-[A-Za-z0-9_.]+",  # svd-r<r> models are made by rule svd_model, not trained
     params:
-        settings=lambda w: training_settings(config, w.model),
+        library=library_code("train_model"),
+        settings=lambda w: training_params(w.model),
     threads: lambda w: training_settings(config, w.model)["train"]["threads"]
     resources:
         **job_resources("train"),
@@ -36,8 +37,9 @@ rule evaluate_model:
     input:
         unpack(evaluation_inputs),
     output:
-        RESULTS + "/eval/{model}.json",
+        eval_path("{model}"),
     params:
+        library=library_code("evaluate_model"),
         evaluation=config["evaluation"],
         ground_truth=lambda w: hf_ground_truth(w.model),
         seed=config["seed"],

@@ -5,8 +5,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import sentences, write_docs
+
 from oversmooth.data import (
     CorpusPaths,
     DataSourceError,

@@ -1,9 +1,8 @@
 import os
 
-import pytest
-
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from oversmooth.io import ParquetInput, UnreadableInputError, atomic_path, read_parquet, sha256_file, write_json
 

@@ -136,11 +136,11 @@ def test_kl_eps_is_the_kl_to_the_uniform_mixture_and_finite_after_greedy():
         oversmoothing(torch.zeros(1, 2), torch.zeros(1, 2), 0.9, 0.0)
 
 
-def test_readme_documents_the_parquet_schemas(repo):
+def test_docs_document_the_parquet_schemas(repo):
     from oversmooth.logits import LOGITS_SCHEMA, hidden_schema
     from oversmooth.metrics import POSITION_SCHEMA
 
-    readme = (repo / "README.md").read_text()
+    readme = (repo / "docs" / "stages.md").read_text()
     hidden = hidden_schema(7, 3)
     for schema in (LOGITS_SCHEMA, hidden, POSITION_SCHEMA):
         for field in schema:

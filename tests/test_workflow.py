@@ -1,13 +1,15 @@
 """Snakemake end to end on config/smoke.yaml, in a temporary working directory."""
 
 import json
+import os
+import shutil
 import subprocess
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from workflow_helpers import SNAKEMAKE, planned_rules, snakemake
+from workflow_helpers import REPO, SNAKEMAKE, planned_rules, snakemake
 
 from oversmooth.io import sha256_file
 
@@ -145,6 +147,60 @@ def test_changing_a_metric_setting_reruns_metrics_and_tables_only(smoke_run, tmp
     assert planned_rules(output) == {
         "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "time_metrics", "table_i_1", "all",
     }
+
+
+@pytest.mark.workflow
+def test_a_setting_given_with_config_on_the_command_line_reruns_like_an_override_file(smoke_run):
+    _, workdir, _ = smoke_run
+    result = snakemake(workdir, "-n", "all", "--config", 'metrics={"tau": 0.8}')
+    assert planned_rules(result.stdout + result.stderr) == {
+        "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "time_metrics", "table_i_1", "all",
+    }
+
+
+@pytest.mark.workflow
+def test_thread_counts_rerun_nothing(smoke_run, tmp_path):
+    output = dry_run_with_override(smoke_run, tmp_path, "train:\n  threads: 2\ntbat:\n  threads: 2\n"
+                                   "resources:\n  inference_threads: 2\n  metrics_threads: 2\n")
+    assert "Nothing to be done" in output
+
+
+@pytest.mark.workflow
+def test_editing_library_code_reruns_the_rules_that_run_it(smoke_run, tmp_path):
+    """A copy of the repository whose `src/` comes first on PYTHONPATH, on the finished smoke run's folder."""
+    _, workdir, _ = smoke_run
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(copy / "src")}
+    module = copy / "src" / "oversmooth" / "quality.py"
+    source = module.read_text()
+    module.write_text(source.replace('"""Sample quality', '"""Sample quality, reworded', 1) + "\n# a new comment\n")
+    unchanged = snakemake(workdir, "-n", "all", repo=copy, env=env)
+    assert "Nothing to be done" in unchanged.stdout + unchanged.stderr  # the same code, the same scripts
+    module.write_text(source.replace("def words(", "UNUSED_CONSTANT = 1\n\n\ndef words(", 1))
+    changed = snakemake(workdir, "-n", "all", repo=copy, env=env)
+    # the scripts that import oversmooth.quality (perplexity_model, quality, figure_5_1, sample_table), and what
+    # reads their outputs; no training, logits, metrics or TBAT
+    assert planned_rules(changed.stdout + changed.stderr) == {
+        "perplexity_model", "quality", "quality_table", "figure_5_1", "sample_table", "all",
+    }
+
+
+@pytest.mark.workflow
+def test_the_workflow_passes_snakemake_lint(repo):
+    result = subprocess.run([str(SNAKEMAKE), "--lint"], cwd=repo, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_scripted_rule_carries_the_digest_of_its_own_script():
+    """params.library must name the same script as `script:`, or a library change would rerun the wrong rule."""
+    import re
+
+    for smk in (REPO / "rules").glob("*.smk"):
+        for block in re.split(r"(?m)^(?=rule \w+:)", smk.read_text())[1:]:
+            script = re.search(r'script:\n\s+"\.\./workflow/scripts/(\w+)\.py"', block)
+            assert script, f"{smk.name}: {block.splitlines()[0]} has no script"
+            assert f'library=library_code("{script.group(1)}")' in block, f"{smk.name}: {block.splitlines()[0]}"
 
 
 @pytest.mark.workflow

@@ -12,17 +12,18 @@ REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 
 
-def snakemake_command(workdir: Path, *args: str, overrides=()) -> list[str]:
-    """The command line of a Snakemake run on the smoke config (plus override config files) in `workdir`."""
-    configs = [str(REPO / "config" / "smoke.yaml"), *map(str, overrides)]
-    return [str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", *configs,
+def snakemake_command(workdir: Path, *args: str, overrides=(), repo: Path = REPO) -> list[str]:
+    """The command line of a Snakemake run of `repo`'s workflow on the smoke config (plus override config files)
+    in `workdir`."""
+    configs = [str(repo / "config" / "smoke.yaml"), *map(str, overrides)]
+    return [str(SNAKEMAKE), "-s", str(repo / "Snakefile"), "--directory", str(workdir), "--configfile", *configs,
             *args]
 
 
-def snakemake(workdir, *args, overrides=(), check=True, timeout=900):
+def snakemake(workdir, *args, overrides=(), check=True, timeout=900, repo: Path = REPO, env=None):
     """Run Snakemake on the smoke config with 2 local cores; fail the test with its output when it fails."""
-    cmd = snakemake_command(workdir, "--cores", "2", *args, overrides=overrides)
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    cmd = snakemake_command(workdir, "--cores", "2", *args, overrides=overrides, repo=repo)
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env)
     if check and result.returncode != 0:
         pytest.fail(f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
     return result

@@ -228,7 +228,7 @@ def json_inline(value: Any) -> str:
 
 
 def reference_markdown(schema_path: str | os.PathLike = SCHEMA_PATH) -> str:
-    """The README's configuration reference table, generated from the schema."""
+    """docs/configuration.md's reference table, generated from the schema."""
     rows = _reference_rows(load_schema(schema_path))
     lines = ["| key | default | meaning |", "|---|---|---|"]
     lines += [f"| `{key}` | {default} | {text.replace('|', '/')} |" for key, default, text in rows]

@@ -13,7 +13,13 @@ import torch
 from oversmooth import reference
 from oversmooth.decoding import nucleus_mask
 from oversmooth.logits import ROW_GROUP_ROWS
-from oversmooth.metrics import entropy, kl_divergence, nucleus_set_mass_difference, tail_token_overassignment, total_variation
+from oversmooth.metrics import (
+    entropy,
+    kl_divergence,
+    nucleus_set_mass_difference,
+    tail_token_overassignment,
+    total_variation,
+)
 from oversmooth.tbat import BATSolver, TBATSettings
 
 TIMED = ("TTO", "NSMD", "TV", "KL", "TBAT")

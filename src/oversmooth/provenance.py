@@ -1,0 +1,76 @@
+"""Which library code a rule's result depends on, as one digest per workflow script.
+
+Snakemake reruns a job when its script changes, but not when a library module the script calls changes. Each
+rule therefore carries `params.library`: a digest of every `oversmooth` module its script imports, directly or
+through other modules. Only code counts: a changed comment, docstring or layout leaves the digest as it is.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE = "oversmooth"
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def module_file(module: str) -> Path | None:
+    """The source file of `oversmooth.<name>` (or of the package itself); None for anything else."""
+    parts = module.split(".")
+    if parts[0] != PACKAGE:
+        return None
+    base = PACKAGE_DIR.joinpath(*parts[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def imported_modules(source: str) -> set[str]:
+    """The `oversmooth` modules that `source` imports anywhere (top level or inside functions)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)  # `from oversmooth import x`
+    return {name for name in found if module_file(name) is not None}
+
+
+def module_closure(source: str) -> list[str]:
+    """Every `oversmooth` module `source` depends on through imports, the package's `__init__` included."""
+    pending, seen = imported_modules(source), set()
+    while pending:
+        module = pending.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        pending |= imported_modules(module_file(module).read_text())
+    if seen:
+        seen.add(PACKAGE)
+    return sorted(seen)
+
+
+def code_fingerprint(source: str) -> str:
+    """The code of a module without its docstrings, comments and layout (its AST, dumped)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=False)
+
+
+@lru_cache(maxsize=None)
+def library_digest(script: str | os.PathLike) -> str:
+    """A short digest of the library code `script` runs: changes exactly when that code changes."""
+    digest = hashlib.sha256()
+    for module in module_closure(Path(script).read_text()):
+        digest.update(module.encode() + b"\0" + code_fingerprint(module_file(module).read_text()).encode() + b"\0")
+    return digest.hexdigest()[:16]

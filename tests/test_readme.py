@@ -1,0 +1,68 @@
+"""Every command the README and docs/ show must work as written: each Snakemake command as a dry run (`-n`) in a
+fresh copy of the repository, each `make` target as `make -n`, shell set-up lines (printf) for real."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOCUMENTS = ["README.md", *(f"docs/{p.name}" for p in sorted((REPO / "docs").glob("*.md"))), "profiles/slurm/README.md"]
+BIN = Path(sys.executable).parent
+
+
+def shown_commands(text: str) -> list[str]:
+    """The command lines of a Markdown text's ```bash blocks, comments stripped."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            command = re.sub(r"\s+#.*$", "", line).strip()
+            if command and not command.startswith("#"):
+                commands.append(command)
+    return commands
+
+
+def dry_run_form(command: str) -> str | None:
+    """The command as the test runs it; None for one that needs a finished run (the report: tested on the smoke
+    run by test_workflow) or a package install."""
+    words = shlex.split(command)
+    if words[0] == "snakemake":
+        return None if "--report" in words else f"{command} -n"
+    if words[0] == "make":
+        return f"make -n {' '.join(words[1:])}"
+    if words[0] in ("printf", "source"):
+        return command
+    if words[:2] == ["pip", "install"]:
+        return None
+    raise AssertionError(f"a documented command the test does not know how to check: {command}")
+
+
+def test_the_docs_show_the_commands_users_run():
+    commands = [c for doc in DOCUMENTS for c in shown_commands((REPO / doc).read_text())]
+    assert "snakemake all --profile profiles/slurm" in commands
+    assert any("--configfile config/thesis.yaml config/cluster.yaml" in c for c in commands)
+    assert any(c.startswith("snakemake all") and "--config 'metrics=" in c for c in commands)
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_every_documented_command_works_as_written(document, tmp_path):
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "__pycache__"))
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    checked = 0
+    for command in shown_commands((REPO / document).read_text()):
+        runnable = dry_run_form(command)
+        if runnable is None:
+            continue
+        result = subprocess.run(["bash", "-c", runnable], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, f"{document}: `{command}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        checked += 1
+    assert checked or document not in ("README.md", "docs/cluster.md")
