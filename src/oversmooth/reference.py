@@ -86,3 +86,52 @@ def bat_reject_set(
         else:
             rejected[i] = res.fun <= zero_tol
     return rejected, failures
+
+
+def token_marginal_next_byte(
+    model, token_bytes: Sequence[bytes | None], prefix: Sequence[int], text: bytes, *, beam: int, prune_ratio: float
+) -> list[float]:
+    """p(b | text) over 256 bytes for a token-level causal LM after the fixed tokens `prefix`, computed from scratch:
+    every aligned tokenisation of `text[:j]` kept by the same beam and pruning rule as `oversmooth.tokenmarginal`
+    (beam 0 and prune_ratio 0 keep all), each scored by one full forward pass of its tokens, no cache."""
+    import torch
+
+    def next_token_logprobs(tokens: list[int]) -> list[float]:
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([list(prefix) + tokens])).logits[0, -1].double()
+        return torch.log_softmax(logits, -1).tolist()
+
+    def log_add(a: float, b: float) -> float:
+        if a == -math.inf:
+            return b
+        hi, lo = max(a, b), min(a, b)
+        return hi + math.log1p(math.exp(lo - hi))
+
+    pending: dict[int, list[tuple[list[int], float]]] = {0: [([], 0.0)]}
+    prefix_mass = [[-math.inf] * 256 for _ in range(len(text) + 1)]  # log P(text[:i] b)
+    for end in range(len(text) + 1):
+        hyps = pending.pop(end, [])
+        if end and prune_ratio > 0:
+            floor = prefix_mass[end - 1][text[end - 1]] + math.log(prune_ratio)
+            hyps = [h for h in hyps if h[1] >= floor]
+        hyps = sorted(hyps, key=lambda h: -h[1])
+        hyps = hyps[:beam] if beam > 0 and end else hyps
+        for tokens, logp in hyps:
+            logprobs = next_token_logprobs(tokens)
+            for token, spelling in enumerate(token_bytes):
+                if not spelling or logprobs[token] == -math.inf:
+                    continue
+                score = logp + logprobs[token]
+                for i in range(end, min(len(text), end + len(spelling) - 1) + 1):
+                    remainder = text[end:i]  # the token covers text[:i] and goes on with byte spelling[len(remainder)]
+                    if not spelling.startswith(remainder):
+                        break
+                    row = prefix_mass[i]
+                    row[spelling[len(remainder)]] = log_add(row[spelling[len(remainder)]], score)
+                if text.startswith(spelling, end):
+                    pending.setdefault(end + len(spelling), []).append((tokens + [token], score))
+    final = prefix_mass[len(text)]
+    total = -math.inf
+    for value in final:
+        total = log_add(total, value)
+    return [math.exp(v - total) for v in final]

@@ -1,0 +1,183 @@
+"""Byte marginalisation of a token-level LM, against brute force over every tokenisation.
+
+A tiny byte-level BPE tokenizer (trained here with `tokenizers`) and a tiny random Llama, saved with
+`save_pretrained` and loaded back the way the pipeline loads a ground truth.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from oversmooth.tokenmarginal import (
+    MarginalSettings,
+    TokenModelError,
+    TokenVocabulary,
+    gpt2_byte_decoder,
+    load_token_byte_lm,
+)
+
+EXACT = MarginalSettings(beam=0, prune_ratio=0.0, context_backoff_tokens=1, batch_size=4)
+CORPUS = ["the cat sat on the mat. ", "the hat is on the cat. ", "a caté, then tea. ", "that is that. "] * 50
+
+
+@pytest.fixture(scope="module")
+def tiny_token_lm(tmp_path_factory):
+    """A saved byte-level BPE tokenizer (256 bytes + merges, no special token but BOS) and a random Llama."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny_token_lm")
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(CORPUS, vocab_size=300, min_frequency=2, special_tokens=["<s>"], show_progress=False)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>")
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=96,
+                         bos_token_id=tokenizer.bos_token_id)
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():  # sharper than a fresh init, so that tokenisations differ a lot in probability
+        model.lm_head.weight.mul_(8.0)
+    model.save_pretrained(folder)
+    return folder
+
+
+def _tokenisations(vocab: TokenVocabulary, text: bytes) -> list[list[int]]:
+    """Every sequence of tokens that spells `text` exactly."""
+    if not text:
+        return [[]]
+    return [[token] + rest for token, n in vocab.spelled(text, 0) for rest in _tokenisations(vocab, text[n:])]
+
+
+@torch.no_grad()
+def _brute_force_next_byte(lm, prefix: list[int], text: bytes) -> np.ndarray:
+    """p(b | text) over 256 bytes, summing P(cover) over every cover of text + b, one full forward per hypothesis."""
+    mass = np.zeros(256)
+    for j in range(len(text) + 1):
+        for tokens in _tokenisations(lm.vocab, text[:j]):
+            ids = torch.tensor([prefix + tokens])
+            logprobs = torch.log_softmax(lm.model(input_ids=ids).logits[0].double(), -1)
+            logp = sum(float(logprobs[len(prefix) - 1 + n, t]) for n, t in enumerate(tokens))
+            final = logprobs[-1].exp().numpy()
+            for v, spelling in enumerate(lm.vocab.token_bytes):
+                if spelling and len(spelling) > len(text) - j and spelling.startswith(text[j:]):
+                    mass[spelling[len(text) - j]] += math.exp(logp) * final[v]
+    return mass
+
+
+def test_next_byte_distributions_equal_the_sum_over_all_tokenisations(tiny_token_lm):
+    lm = load_token_byte_lm("tiny", tiny_token_lm, EXACT)
+    text = "the cat é".encode()  # ends inside nothing; é is two bytes, the last position predicts its second
+    context_end = 3  # outputs from position 3: "the " is context
+    ours = lm.marginal_logprobs([text], [context_end])[0]
+    prefix, spelled = lm.split_context(text, context_end)
+    assert ours.shape == (len(text) - context_end, 256)
+    for t in range(context_end, len(text)):
+        mass = _brute_force_next_byte(lm, prefix, text[spelled : t + 1])
+        expected = mass / mass.sum()
+        assert np.allclose(np.exp(ours[t - context_end]), expected, atol=1e-6), t
+    assert np.allclose(np.exp(ours).sum(axis=1), 1.0, atol=1e-6)
+
+
+def test_chain_rule_gives_the_prefix_probability_at_least_the_canonical_one(tiny_token_lm):
+    lm = load_token_byte_lm("tiny", tiny_token_lm, EXACT)
+    bos = lm.tokenizer.bos_token_id  # an LM that never emits its one special token: all its mass spells bytes
+    lm.model.lm_head.register_forward_hook(lambda module, inputs, out: out.index_fill(-1, torch.tensor([bos]), -math.inf))
+    text = b"the hat sat."
+    ours = lm.marginal_logprobs([text], [0])[0]
+    prefix, spelled = lm.split_context(text, 0)
+    assert spelled == 0 and prefix == [lm.tokenizer.bos_token_id]
+    chain = sum(float(ours[t, text[t + 1]]) for t in range(len(text) - 1))  # float32 outputs, summed in float64
+    # P(text[1:] as a prefix | BOS, text[0]) by brute force: prefix mass of text over that of its first byte
+    total = _brute_force_next_byte(lm, prefix, text[:-1])[text[-1]]
+    first = _brute_force_next_byte(lm, prefix, b"")[text[0]]
+    assert chain == pytest.approx(math.log(total / first), abs=1e-5)
+    canonical = lm.tokenizer(text.decode(), add_special_tokens=False).input_ids
+    with torch.no_grad():
+        logprobs = torch.log_softmax(lm.model(input_ids=torch.tensor([prefix + canonical])).logits[0].double(), -1)
+    canonical_logp = sum(float(logprobs[n, t]) for n, t in enumerate(canonical))
+    assert math.log(total) >= canonical_logp
+
+
+def test_batched_texts_of_different_lengths_match_one_at_a_time(tiny_token_lm):
+    lm = load_token_byte_lm("tiny", tiny_token_lm, EXACT)
+    texts, firsts = [b"the cat sat", b"that is the hat on a mat.", "caf\xc3".encode("latin-1")], [2, 9, 1]
+    together = lm.marginal_logprobs(texts, firsts)
+    for text, first, batched in zip(texts, firsts, together):
+        alone = lm.marginal_logprobs([text], [first])[0]
+        assert np.allclose(batched, alone, atol=1e-5)
+
+
+def test_the_bytelm_interface_pads_with_nan_before_the_first_output(tiny_token_lm):
+    lm = load_token_byte_lm("tiny", tiny_token_lm, EXACT)
+    x = torch.tensor([list(b"the cat sat"), list(b"on the mat.")])
+    out = lm.next_byte_outputs(x, outputs_from=[3, 5])
+    assert out.logprobs.shape == (2, 11, 256) and out.pre.shape == (2, 11, 0)
+    assert torch.isnan(out.logprobs[0, :3]).all() and torch.isfinite(out.logprobs[0, 3:]).all()
+    assert torch.isnan(out.logprobs[1, :5]).all() and torch.isfinite(out.logprobs[1, 5:]).all()
+
+
+def test_pruning_and_the_beam_stay_close_to_exact(tiny_token_lm):
+    text = b"the cat sat on the hat, then tea."
+    exact = load_token_byte_lm("tiny", tiny_token_lm, EXACT).marginal_logprobs([text], [4])[0]
+    pruned_lm = load_token_byte_lm("tiny", tiny_token_lm, MarginalSettings(beam=4, prune_ratio=1e-4, context_backoff_tokens=1))
+    pruned = pruned_lm.marginal_logprobs([text], [4])[0]
+    tv = 0.5 * np.abs(np.exp(exact) - np.exp(pruned)).sum(axis=1)
+    assert tv.max() < 1e-2
+
+
+def test_the_from_scratch_reference_agrees_exactly_and_under_the_same_pruning(tiny_token_lm):
+    """The benchmark's baseline (one full forward per hypothesis, no cache) against brute force and our search."""
+    from oversmooth import reference
+
+    text = b"the cat sat on"
+    for settings in (EXACT, MarginalSettings(beam=2, prune_ratio=1e-2, context_backoff_tokens=1)):
+        lm = load_token_byte_lm("tiny", tiny_token_lm, settings)
+        ours = np.exp(lm.marginal_logprobs([text], [3])[0])
+        prefix, spelled = lm.split_context(text, 3)
+        for t in (3, 7, len(text) - 1):
+            naive = reference.token_marginal_next_byte(lm.model, lm.vocab.token_bytes, prefix, text[spelled : t + 1],
+                                                       beam=settings.beam, prune_ratio=settings.prune_ratio)
+            assert np.allclose(ours[t - 3], naive, atol=1e-6), (settings, t)
+            if settings is EXACT:
+                mass = _brute_force_next_byte(lm, prefix, text[spelled : t + 1])
+                assert np.allclose(naive, mass / mass.sum(), atol=1e-6)
+
+
+def test_not_byte_level_bpe_and_missing_folders_are_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="ground truth 'smol': no model folder"):
+        load_token_byte_lm("smol", tmp_path / "nowhere")
+
+    class WordPiece:
+        all_special_ids = [0]
+
+        def __len__(self):
+            return 3
+
+        def convert_ids_to_tokens(self, ids):
+            return ["[PAD]", "hello", "##ing"]
+
+    with pytest.raises(TokenModelError, match="not byte-level BPE: it has no single-byte token for plain-text"):
+        TokenVocabulary.from_tokenizer(WordPiece(), "wp")
+
+    class Unicode(WordPiece):
+        def convert_ids_to_tokens(self, ids):
+            return ["[PAD]", "héllo", "ing"]  # é is not a character of the byte alphabet
+
+    with pytest.raises(TokenModelError, match="not byte-level BPE"):
+        TokenVocabulary.from_tokenizer(Unicode(), "uni")
+
+
+def test_a_text_longer_than_the_model_window_is_an_error(tiny_token_lm):
+    lm = load_token_byte_lm("tiny", tiny_token_lm, EXACT)
+    with pytest.raises(TokenModelError, match="more than the model's window of 96"):
+        lm.marginal_logprobs([b"x" * 200], [150])
+
+
+def test_byte_alphabet_covers_every_byte_once():
+    decoder = gpt2_byte_decoder()
+    assert sorted(decoder.values()) == list(range(256)) and decoder["Ġ"] == ord(" ")
