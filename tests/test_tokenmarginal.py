@@ -116,9 +116,27 @@ def test_the_bytelm_interface_pads_with_nan_before_the_first_output(tiny_token_l
     lm = load_token_byte_lm("tiny", tiny_token_lm, EXACT)
     x = torch.tensor([list(b"the cat sat"), list(b"on the mat.")])
     out = lm.next_byte_outputs(x, outputs_from=[3, 5])
-    assert out.logprobs.shape == (2, 11, 256) and out.pre.shape == (2, 11, 0)
+    assert out.logprobs.shape == (2, 11, 256) and out.pre.shape == (2, 11, 32) and out.post is out.pre
+    assert torch.isnan(out.pre[0, :3]).all() and torch.isfinite(out.pre[0, 3:]).all()
     assert torch.isnan(out.logprobs[0, :3]).all() and torch.isfinite(out.logprobs[0, 3:]).all()
     assert torch.isnan(out.logprobs[1, :5]).all() and torch.isfinite(out.logprobs[1, 5:]).all()
+
+
+def test_sampling_with_the_kept_search_draws_the_bytes_of_a_search_from_scratch_per_byte(tiny_token_lm):
+    from oversmooth.decoding import Decoding
+    from oversmooth.sampling import draw, generate, stepper_for, uniforms_for
+
+    lm = load_token_byte_lm("tiny", tiny_token_lm, MarginalSettings(beam=3, prune_ratio=1e-3, context_backoff_tokens=1))
+    prefixes = torch.tensor([list(b"the cat "), list(b"on the m")])
+    uniforms = uniforms_for([11, 12], 12)
+    for decoding in (Decoding("pure"), Decoding("top_k", top_k=5)):
+        cached = generate(stepper_for(lm), prefixes, decoding, uniforms)
+        texts = [bytes(row) for row in prefixes.tolist()]
+        for t in range(uniforms.size(1)):  # no cache: read each whole text again for every byte, same fixed prefix
+            logprobs = torch.from_numpy(np.stack([r[-1] for r in lm.marginal_logprobs(texts, [7, 7])]))
+            byte = draw(logprobs, decoding, uniforms[:, t])
+            texts = [x + bytes([b]) for x, b in zip(texts, byte.tolist())]
+        assert [x[8:] for x in texts] == [bytes(row) for row in cached.tolist()], decoding.method
 
 
 def test_pruning_and_the_beam_stay_close_to_exact(tiny_token_lm):
@@ -181,3 +199,26 @@ def test_a_text_longer_than_the_model_window_is_an_error(tiny_token_lm):
 def test_byte_alphabet_covers_every_byte_once():
     decoder = gpt2_byte_decoder()
     assert sorted(decoder.values()) == list(range(256)) and decoder["Ġ"] == ord(" ")
+
+
+def test_logit_extraction_writes_the_marginal_distributions_and_hidden_states(tiny_token_lm, tmp_path):
+    """The pipeline's extraction path: one pass per prompt, outputs only over the window."""
+    from conftest import prompts_table
+
+    from oversmooth.io import read_parquet
+    from oversmooth.logits import LOGITS_SCHEMA, extract_logits, list_to_numpy
+
+    lm = load_token_byte_lm("gt-tiny", tiny_token_lm, EXACT)
+    prompts = prompts_table(3, context_len=12, window_len=6, seed=1)
+    extract_logits(lm, prompts, tmp_path / "l.parquet", tmp_path / "h.parquet", batch_size=2, min_context=None,
+                   hidden_positions=5, seed=0)
+    table = read_parquet(tmp_path / "l.parquet")
+    assert table.schema.equals(LOGITS_SCHEMA) and table.num_rows == 3 * 6
+    written = list_to_numpy(table.column("logprobs"))
+    for i in range(3):
+        text = prompts.column("context")[i].as_py() + prompts.column("window")[i].as_py()
+        expected = lm.marginal_logprobs([text[:-1]], [11])[0]
+        assert np.allclose(written[6 * i : 6 * i + 6], expected, atol=1e-5)
+    hidden = read_parquet(tmp_path / "h.parquet")
+    assert hidden.num_rows == 5 and hidden.schema.field("pre").type.list_size == 32
+    assert np.isfinite(list_to_numpy(hidden.column("pre"))).all()

@@ -8,7 +8,7 @@ contiguous slice starting at `byte_offset`, a BOS token prepended to every input
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -37,8 +37,9 @@ class ByteLM(Protocol):
         """For bytes x (B, T), log p(x[:, t+1] | x[:, :t+1]) over all 256 bytes: shape (B, T, 256), float32."""
         ...
 
-    def next_byte_outputs(self, x: torch.Tensor) -> ByteLMOutput:
-        """`next_byte_logprobs` together with the hidden representations."""
+    def next_byte_outputs(self, x: torch.Tensor, outputs_from: Sequence[int] | None = None) -> ByteLMOutput:
+        """`next_byte_logprobs` together with the hidden representations. Row i needs outputs only from position
+        `outputs_from[i]` on: a model may leave earlier ones NaN (the byte-marginalised token LM does)."""
         ...
 
 
@@ -57,7 +58,7 @@ class GPTByteLM:
         return F.log_softmax(logits.float(), dim=-1)
 
     @torch.no_grad()
-    def next_byte_outputs(self, x: torch.Tensor) -> ByteLMOutput:
+    def next_byte_outputs(self, x: torch.Tensor, outputs_from: Sequence[int] | None = None) -> ByteLMOutput:
         pre = self.model.features(x.to(next(self.model.parameters()).device))
         post = self.model.head.bottleneck(pre)  # a MoS head's K component inputs, concatenated
         return ByteLMOutput(F.log_softmax(self.model.head(pre).float(), dim=-1), pre, post)
@@ -76,7 +77,7 @@ class HFByteLM:
         return self._run(x, hidden=False).logprobs
 
     @torch.no_grad()
-    def next_byte_outputs(self, x: torch.Tensor) -> ByteLMOutput:
+    def next_byte_outputs(self, x: torch.Tensor, outputs_from: Sequence[int] | None = None) -> ByteLMOutput:
         return self._run(x, hidden=True)
 
     def _run(self, x: torch.Tensor, hidden: bool) -> ByteLMOutput:

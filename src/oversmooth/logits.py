@@ -198,7 +198,7 @@ def _forward(lm: ByteLM, batch: Sequence[Pass], device: torch.device, autocast: 
         x[j, : len(p.inputs)] = torch.frombuffer(bytearray(p.inputs), dtype=torch.uint8).long()
     use_bf16 = autocast and device.type == "cuda"
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_bf16):
-        out = lm.next_byte_outputs(x.to(device))
+        out = lm.next_byte_outputs(x.to(device), outputs_from=[p.out_start for p in batch])
     return type(out)(*(t.float().cpu().numpy() for t in out))
 
 

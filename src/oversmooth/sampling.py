@@ -131,10 +131,14 @@ class HFStepper:
 
 
 def stepper_for(lm: ByteLM) -> Stepper:
+    from oversmooth.tokenmarginal import MarginalStepper, TokenMarginalByteLM
+
     if isinstance(lm, GPTByteLM):
         return GPTStepper(lm)
     if isinstance(lm, HFByteLM):
         return HFStepper(lm)
+    if isinstance(lm, TokenMarginalByteLM):
+        return MarginalStepper(lm)
     raise TypeError(f"no cached sampler for {type(lm).__name__}")
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -166,7 +165,7 @@ class TokenVocabulary:
 
 @dataclass
 class _Hypothesis:
-    """An aligned hypothesis: the tokens after the fixed context prefix spell the search text up to `end`."""
+    """An aligned hypothesis: the tokens after the fixed prefix spell the search text up to `end`."""
 
     parent: int  # cache slot of the parent (-1: the fixed prefix)
     token: int
@@ -174,23 +173,60 @@ class _Hypothesis:
     logp: float
     depth: int  # its position id
     slot: int = -1  # its cache slot, once evaluated
+    cumulative: np.ndarray | None = None  # once evaluated: cumulative next-token probabilities in byte order
+    probs: np.ndarray | None = None  # once evaluated: next-token probabilities by token id
+    hidden: np.ndarray | None = None  # once evaluated: the LM's final hidden state (the input of its head)
 
 
 class _TextSearch:
-    """The search state of one text: its bytes, the aligned hypotheses waiting per position, the accumulated
-    log prefix masses A[i, b] = log P(text[:i] b), and the ancestry of every cache slot."""
+    """The search of one text: its bytes so far (after the fixed prefix), the hypotheses waiting at each position,
+    the evaluated ones whose last token may still cover bytes ahead (`live`), and the log prefix masses
+    A[i, b] = log P(text[:i] b) of every position so far."""
 
-    def __init__(self, text: bytes, prefix_tokens: list[int]):
-        self.text = text
+    def __init__(self, prefix_tokens: list[int]):
+        self.text = bytearray()
         self.prefix_tokens = prefix_tokens
-        self.pending: dict[int, list[_Hypothesis]] = {}
-        self.log_mass = np.full((len(text) + 1, VOCAB_SIZE), -np.inf)
         self.prefix_slots = np.arange(len(prefix_tokens))
+        self.pending: dict[int, list[_Hypothesis]] = {}
+        self.live: list[_Hypothesis] = []
+        self.log_mass: list[np.ndarray] = []
+        self.hidden: list[np.ndarray] = []  # per position: the final hidden state of its most probable live hypothesis
         self.lineage: dict[int, np.ndarray] = {}  # cache slot of an evaluated hypothesis -> the slots it attends to
 
     def prefix_log_prob(self, end: int) -> float:
-        """log P(text[:end]) as a prefix, complete once every hypothesis ending before `end` is evaluated."""
-        return 0.0 if end == 0 else float(self.log_mass[end - 1, self.text[end - 1]])
+        """log P(text[:end]) as a prefix, complete once the masses up to `end - 1` are."""
+        return 0.0 if end == 0 else float(self.log_mass[end - 1][self.text[end - 1]])
+
+
+class _Session:
+    """Searches of several texts that share one batched key/value cache, advanced byte by byte in lockstep."""
+
+    def __init__(self, lm: TokenMarginalByteLM, prefixes: list[list[int]]):
+        self.lm = lm
+        self.searches = [_TextSearch(prefix) for prefix in prefixes]
+        self.cache, self.slots, logprobs, hidden = lm._prefill(self.searches)
+        for row, search in enumerate(self.searches):
+            root = _Hypothesis(parent=-1, token=-1, end=0, logp=0.0, depth=len(search.prefix_tokens) - 1)
+            lm._admit(search, root, logprobs[row], hidden[row])
+
+    def advance(self) -> None:
+        """Complete the prefix masses at every text's current end: evaluate the hypotheses ending there."""
+        batch = [self.lm._survivors(search) for search in self.searches]
+        if any(batch):
+            self.cache, self.slots, logprobs, hidden = self.lm._evaluate(self.searches, batch, self.cache, self.slots)
+            for search, hyps, rows, states in zip(self.searches, batch, logprobs, hidden):
+                for hyp, row, state in zip(hyps, rows, states):
+                    self.lm._admit(search, hyp, row, state)
+        for search in self.searches:
+            search.log_mass.append(self.lm._prefix_masses(search))
+
+    def append(self, row: int, byte: int) -> None:
+        """Extend one text by a byte: hypotheses whose last token spells up to it get their children."""
+        self.lm._extend(self.searches[row], byte)
+
+    def next_byte_logprobs(self) -> np.ndarray:
+        """(texts, 256): the next-byte log-probabilities at every text's current end."""
+        return _normalised([search.log_mass[-1] for search in self.searches])
 
 
 class TokenMarginalByteLM:
@@ -204,6 +240,7 @@ class TokenMarginalByteLM:
         self.block_size = block_size or self.max_tokens - 1
         self.bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
         self.special_ids = torch.tensor([i for i, t in enumerate(self.vocab.token_bytes) if t is None], dtype=torch.long)
+        self.first_bytes = {t[0] for t in self.vocab.token_of}
         self.steps = 0  # LM evaluations of hypotheses, for the log and the benchmark
 
     @property
@@ -219,22 +256,61 @@ class TokenMarginalByteLM:
 
     @torch.no_grad()
     def next_byte_outputs(self, x: torch.Tensor, outputs_from: Sequence[int] | None = None) -> ByteLMOutput:
-        """For bytes x (B, T): at t >= outputs_from[row] (default 0), log p(x[t + 1] | x[: t + 1]) over 256 bytes;
-        earlier positions are NaN. No hidden states: `pre` and `post` have width 0."""
+        """For bytes x (B, T): at t >= outputs_from[row] (default 0), log p(x[t + 1] | x[: t + 1]) over 256 bytes,
+        and as `pre` and `post` the final hidden state of the most probable aligned hypothesis that covers the
+        position (the LM's own head input); earlier positions are NaN."""
         rows = x.detach().cpu().to(torch.uint8).numpy()
         starts = [0] * len(rows) if outputs_from is None else list(outputs_from)
         out = np.full((len(rows), rows.shape[1], VOCAB_SIZE), np.nan, dtype=np.float32)
+        hidden = np.full((len(rows), rows.shape[1], self.model.config.hidden_size), np.nan, dtype=np.float32)
         for first in range(0, len(rows), self.settings.batch_size):
             chunk = range(first, min(first + self.settings.batch_size, len(rows)))
-            results = self.marginal_logprobs([rows[i].tobytes() for i in chunk], [starts[i] for i in chunk])
-            for i, logprobs in zip(chunk, results):
-                out[i, starts[i] :] = logprobs
-        logprobs = torch.from_numpy(out)
-        empty = logprobs[..., :0]
-        return ByteLMOutput(logprobs, empty, empty)
+            session, offsets = self.read([rows[i].tobytes() for i in chunk], [starts[i] for i in chunk])
+            for i, search, offset in zip(chunk, session.searches, offsets):
+                positions = slice(starts[i] + 1 - offset, rows.shape[1] + 1 - offset)
+                out[i, starts[i] :] = _normalised(search.log_mass[positions])
+                hidden[i, starts[i] :] = np.stack(search.hidden[positions])
+        state = torch.from_numpy(hidden)
+        return ByteLMOutput(torch.from_numpy(out), state, state)
 
     # ------------------------------------------------------------------------------------------
-    # The search
+    # Teacher forcing and sampling
+
+    @torch.no_grad()
+    def marginal_logprobs(self, texts: Sequence[bytes], firsts: Sequence[int]) -> list[np.ndarray]:
+        """For each text, log p(text[t + 1] | text[: t + 1]) for t = first .. len(text) - 1: (len - first, 256)."""
+        session, offsets = self.read(texts, firsts)
+        # output t predicts text[t + 1] from text[: t + 1] = fixed prefix + search text[: t + 1 - offset]
+        return [
+            _normalised(search.log_mass[first + 1 - offset : len(text) + 1 - offset])
+            for search, offset, text, first in zip(session.searches, offsets, texts, firsts)
+        ]
+
+    def read(self, texts: Sequence[bytes], firsts: Sequence[int]) -> tuple[_Session, list[int]]:
+        """A session that has read every text to its end (teacher forcing), the prefix masses of each position from
+        `first + 1` on complete; also how many bytes of each text the fixed prefix spells."""
+        prefixes, rests, offsets = [], [], []
+        for text, first in zip(texts, firsts):
+            if not 0 <= first < len(text):
+                raise ValueError(f"{self.name}: outputs from byte {first} of a {len(text)}-byte text")
+            self._check_spellable(text)
+            prefix, spelled = self.split_context(text, first)
+            if len(prefix) + len(text) - spelled > self.max_tokens:
+                raise TokenModelError(
+                    f"ground truth {self.name!r}: a text of {len(text)} bytes may need up to "
+                    f"{len(prefix) + len(text) - spelled} tokens, more than the model's window of {self.max_tokens} "
+                    "(max_position_embeddings); shorten eval.context_bytes or eval.window"
+                )
+            prefixes.append(prefix)
+            rests.append(text[spelled:])
+            offsets.append(spelled)
+        session = _Session(self, prefixes)
+        for position in range(max(map(len, rests)) + 1):
+            session.advance()
+            for row, rest in enumerate(rests):
+                if position < len(rest):
+                    session.append(row, rest[position])
+        return session, offsets
 
     def split_context(self, text: bytes, first: int) -> tuple[list[int], int]:
         """The fixed token prefix (BOS and the canonical tokens of `text[:first + 1]` but the last
@@ -257,36 +333,9 @@ class TokenMarginalByteLM:
             raise TokenModelError(f"ground truth {self.name!r}: the tokenizer has no BOS token and the context is empty")
         return prefix, len(spelled)
 
-    @torch.no_grad()
-    def marginal_logprobs(self, texts: Sequence[bytes], firsts: Sequence[int]) -> list[np.ndarray]:
-        """For each text, log p(text[t + 1] | text[: t + 1]) for t = first .. len(text) - 1: (len - first, 256)."""
-        searches, offsets = [], []
-        for text, first in zip(texts, firsts):
-            if not 0 <= first < len(text):
-                raise ValueError(f"{self.name}: outputs from byte {first} of a {len(text)}-byte text")
-            self._check_spellable(text)
-            prefix, spelled = self.split_context(text, first)
-            if len(prefix) + len(text) - spelled > self.max_tokens:
-                raise TokenModelError(
-                    f"ground truth {self.name!r}: a text of {len(text)} bytes may need up to "
-                    f"{len(prefix) + len(text) - spelled} tokens, more than the model's window of {self.max_tokens} "
-                    "(max_position_embeddings); shorten eval.context_bytes or eval.window"
-                )
-            searches.append(_TextSearch(text[spelled:], prefix))
-            offsets.append(spelled)
-        self._search(searches)
-        results = []
-        for search, offset, text, first in zip(searches, offsets, texts, firsts):
-            # output t predicts text[t + 1] from text[: t + 1] = prefix + search.text[: t + 1 - offset]
-            rows = search.log_mass[first + 1 - offset : len(text) + 1 - offset]
-            with np.errstate(invalid="ignore"):
-                norm = np.logaddexp.reduce(rows, axis=1, keepdims=True)
-            results.append((rows - norm).astype(np.float32))
-        return results
-
     def _check_spellable(self, text: bytes) -> None:
         """Every byte of the text must start some token, else the text has probability 0 under the model."""
-        unspellable = set(text) - {t[0] for t in self.vocab.token_of}
+        unspellable = set(text) - self.first_bytes
         if unspellable:
             byte = min(unspellable)
             raise TokenModelError(
@@ -294,25 +343,12 @@ class TokenMarginalByteLM:
                 "token of its vocabulary, so the text has probability 0 under the model"
             )
 
-    def _search(self, searches: list[_TextSearch]) -> None:
-        started = time.perf_counter()
-        cache, slot_count, last_logprobs = self._prefill(searches)
-        for row, search in enumerate(searches):
-            root = _Hypothesis(parent=-1, token=-1, end=0, logp=0.0, depth=len(search.prefix_tokens) - 1)
-            self._absorb(search, root, last_logprobs[row])
-        longest = max(len(s.text) for s in searches)
-        for position in range(1, longest + 1):
-            batch = [self._survivors(s, position) for s in searches]
-            if not any(batch):
-                continue
-            cache, slot_count, logprobs = self._evaluate(searches, batch, cache, slot_count)
-            for row, hyps in enumerate(batch):
-                for j, hyp in enumerate(hyps):
-                    self._absorb(searches[row], hyp, logprobs[row, j])
-        log.debug("%s: %d texts, %d LM steps, %.1f s", self.name, len(searches), self.steps, time.perf_counter() - started)
+    # ------------------------------------------------------------------------------------------
+    # One text's search
 
-    def _survivors(self, search: _TextSearch, position: int) -> list[_Hypothesis]:
-        """The aligned hypotheses ending at `position` that the beam and the pruning threshold keep."""
+    def _survivors(self, search: _TextSearch) -> list[_Hypothesis]:
+        """The aligned hypotheses ending at the text's end that the beam and the pruning threshold keep."""
+        position = len(search.text)
         hyps = search.pending.pop(position, [])
         if not hyps:
             return []
@@ -322,25 +358,42 @@ class TokenMarginalByteLM:
         hyps.sort(key=lambda h: -h.logp)
         return hyps[: self.settings.beam] if self.settings.beam > 0 else hyps
 
-    def _absorb(self, search: _TextSearch, hyp: _Hypothesis, logprobs: torch.Tensor) -> None:
-        """Add an evaluated hypothesis's covers to the prefix masses ahead of it, and queue its children."""
+    def _admit(self, search: _TextSearch, hyp: _Hypothesis, logprobs: torch.Tensor, hidden: torch.Tensor) -> None:
+        """Keep an evaluated hypothesis's next-token distribution while its last token may cover bytes ahead."""
+        hyp.hidden = hidden.float().cpu().numpy()
         logprobs = logprobs.double()
         logprobs[self.special_ids] = -torch.inf
-        probs_sorted = logprobs.exp()[torch.from_numpy(self.vocab.order)].numpy()
-        cumulative = np.concatenate([[0.0], np.cumsum(probs_sorted)])
-        text = search.text
-        for i in range(hyp.end, len(text) + 1):
-            ranges = self.vocab.next_byte_ranges(text[hyp.end : i])
+        hyp.probs = logprobs.exp().numpy()
+        hyp.cumulative = np.concatenate([[0.0], np.cumsum(hyp.probs[self.vocab.order])])
+        search.live.append(hyp)
+
+    def _prefix_masses(self, search: _TextSearch) -> np.ndarray:
+        """A[i, b] = log P(text[:i] b) at the text's end i: every live hypothesis's tokens that start with the
+        bytes after it and go on with b. Hypotheses no token covers any more leave the live set."""
+        masses = np.full(VOCAB_SIZE, -np.inf)
+        kept = []
+        for hyp in search.live:
+            ranges = self.vocab.next_byte_ranges(bytes(search.text[hyp.end :]))
             if ranges is None:
-                break
+                continue
             nexts, lo, hi = ranges
             with np.errstate(divide="ignore"):
-                contribution = hyp.logp + np.log(np.maximum(cumulative[hi] - cumulative[lo], 0.0))
-            search.log_mass[i, nexts] = np.logaddexp(search.log_mass[i, nexts], contribution)
-        values = logprobs.numpy()
-        for token, length in self.vocab.spelled(text, hyp.end):
-            child = _Hypothesis(hyp.slot, token, hyp.end + length, hyp.logp + float(values[token]), hyp.depth + 1)
-            search.pending.setdefault(child.end, []).append(child)
+                contribution = hyp.logp + np.log(np.maximum(hyp.cumulative[hi] - hyp.cumulative[lo], 0.0))
+            masses[nexts] = np.logaddexp(masses[nexts], contribution)
+            kept.append(hyp)
+        search.live = kept
+        search.hidden.append(max(kept, key=lambda h: h.logp).hidden)
+        return masses
+
+    def _extend(self, search: _TextSearch, byte: int) -> None:
+        """Append a byte; a live hypothesis whose next token spells exactly the bytes up to it has a child there."""
+        search.text.append(byte)
+        end = len(search.text)
+        for hyp in search.live:
+            token = self.vocab.token_of.get(bytes(search.text[hyp.end :]))
+            if token is not None and hyp.probs[token] > 0:
+                child = _Hypothesis(hyp.slot, token, end, hyp.logp + float(np.log(hyp.probs[token])), hyp.depth + 1)
+                search.pending.setdefault(end, []).append(child)
 
     # ------------------------------------------------------------------------------------------
     # The LM: one cache per text, hypotheses attending to their ancestors (tree attention)
@@ -359,9 +412,9 @@ class TokenMarginalByteLM:
             allowed[row, n:, 0] = True  # padding attends somewhere, and is never attended to
             positions[row, :n] = torch.arange(n)
         out = self._run(ids, allowed, positions, None)
-        last = torch.tensor([len(s.prefix_tokens) - 1 for s in searches])
-        logprobs = torch.log_softmax(out.logits[torch.arange(len(searches)), last].float(), dim=-1)
-        return out.past_key_values, width, logprobs
+        rows, last = torch.arange(len(searches)), torch.tensor([len(s.prefix_tokens) - 1 for s in searches])
+        logprobs = torch.log_softmax(out.logits[rows, last].float(), dim=-1)
+        return out.past_key_values, width, logprobs, out.hidden_states[-1][rows, last]
 
     def _evaluate(self, searches, batch: list[list[_Hypothesis]], cache, slot_count: int):
         """One LM step for the hypotheses of every text at this position, appended to the texts' caches."""
@@ -381,15 +434,50 @@ class TokenMarginalByteLM:
             allowed[row, len(hyps) :, 0] = True  # padding
         self.steps += sum(len(h) for h in batch)
         out = self._run(ids, allowed, positions, cache)
-        return out.past_key_values, slot_count + width, torch.log_softmax(out.logits.float(), dim=-1)
+        return out.past_key_values, slot_count + width, torch.log_softmax(out.logits.float(), dim=-1), out.hidden_states[-1]
 
     def _run(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor, cache):
         device = self.device
         mask = torch.zeros(allowed.shape, dtype=torch.float32).masked_fill(~allowed, torch.finfo(torch.float32).min)
         return self.model(
             input_ids=ids.to(device), attention_mask=mask[:, None].to(device), position_ids=positions.to(device),
-            past_key_values=cache, use_cache=True,
+            past_key_values=cache, use_cache=True, output_hidden_states=True,
         )
+
+
+def _normalised(masses: list[np.ndarray]) -> np.ndarray:
+    """Log prefix masses (positions, 256) as next-byte log-probabilities, float32."""
+    masses = np.stack(masses)
+    with np.errstate(invalid="ignore"):
+        return (masses - np.logaddexp.reduce(masses, axis=1, keepdims=True)).astype(np.float32)
+
+
+class MarginalStepper:
+    """Sampling byte by byte from a token-level LM (the `Stepper` of `oversmooth.sampling`): the search reads the
+    prompt, then goes on one drawn byte at a time, its hypotheses and their key/value entries kept."""
+
+    def __init__(self, lm: TokenMarginalByteLM):
+        self.lm, self.block_size = lm, lm.block_size
+        self.session: _Session | None = None
+        self.length = 0
+
+    @torch.no_grad()
+    def start(self, window: torch.Tensor) -> torch.Tensor:
+        texts = [row.tobytes() for row in window.to(torch.uint8).cpu().numpy()]
+        self.session, _ = self.lm.read(texts, [len(t) - 1 for t in texts])
+        self.length = window.size(1)
+        return torch.from_numpy(self.session.next_byte_logprobs()).float()
+
+    @torch.no_grad()
+    def step(self, byte: torch.Tensor) -> torch.Tensor:
+        for row, value in enumerate(byte.tolist()):
+            self.session.append(row, value)
+        self.session.advance()
+        self.length += 1
+        return torch.from_numpy(self.session.next_byte_logprobs()).float()
+
+    def cached(self) -> int:
+        return self.length
 
 
 def load_token_byte_lm(
