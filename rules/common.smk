@@ -94,18 +94,27 @@ def figure_path(name, ext):
     return f"{RESULTS}/figures/{name}.{ext}"
 
 
-def hf_ground_truth(model):
-    """The config entry of an `hf` ground truth, None for models trained here."""
+def loaded_ground_truth(model):
+    """The config entry of a ground truth that is loaded (`hf` or `token`), None for models trained here."""
     if model.startswith("gt-"):
         gt = ground_truth(config, model)
-        if gt["kind"] == "hf":
+        if gt["kind"] in ("hf", "token"):
             return gt
     return None
 
 
+def token_model_input(gt):
+    """The file that stands for a `token` ground truth's model folder: the converted SmolLM2, or the folder's
+    config.json (a missing folder is then a missing input, named by Snakemake)."""
+    return perplexity_model_path() if gt["path"] == "smollm2" else f"{gt['path']}/config.json"
+
+
 def checkpoint_input(model):
-    """`{"checkpoint": best.pt}` for a model trained here; nothing for an `hf` ground truth."""
-    return {} if hf_ground_truth(model) is not None else {"checkpoint": model_path(model, "best.pt")}
+    """The checkpoint of a model trained here; the model folder of a `token` ground truth; nothing for `hf`."""
+    gt = loaded_ground_truth(model)
+    if gt is None:
+        return {"checkpoint": model_path(model, "best.pt")}
+    return {"lm": token_model_input(gt)} if gt["kind"] == "token" else {}
 
 
 def evaluation_inputs(wildcards):

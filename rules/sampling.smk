@@ -12,7 +12,7 @@ rule sample:
         sampling=config["sampling"],
         decoding=lambda w: decoding_for(w.model),
         seed=config["seed"],
-        ground_truth=lambda w: hf_ground_truth(w.model),
+        ground_truth=lambda w: loaded_ground_truth(w.model),
     threads: config["resources"]["inference_threads"]
     resources:
         **job_resources("inference"),

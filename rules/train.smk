@@ -41,7 +41,7 @@ rule evaluate_model:
     params:
         library=library_code("evaluate_model"),
         evaluation=config["evaluation"],
-        ground_truth=lambda w: hf_ground_truth(w.model),
+        ground_truth=lambda w: loaded_ground_truth(w.model),
         seed=config["seed"],
     threads: 1
     resources:

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+import torch
 from workflow_helpers import snakemake
 
 from oversmooth.prompts import PROMPTS_SCHEMA
@@ -26,6 +27,32 @@ def smoke_run(tmp_path_factory):
     dry = snakemake(workdir, "-n", "all")
     snakemake(workdir, "all")
     return REPO, workdir, dry.stdout + dry.stderr
+
+
+TOKEN_LM_CORPUS = ["the cat sat on the mat. ", "the hat is on the cat. ", "a caté, then tea. ", "that is that. "] * 50
+
+
+@pytest.fixture(scope="session")
+def tiny_token_lm(tmp_path_factory):
+    """The folder of a saved byte-level BPE tokenizer (256 bytes + merges, no special token but BOS) and a random
+    Llama: a token-level LM small enough for brute force over tokenisations."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny_token_lm")
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(TOKEN_LM_CORPUS, vocab_size=300, min_frequency=2, special_tokens=["<s>"], show_progress=False)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>")
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         bos_token_id=tokenizer.bos_token_id)
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():  # sharper than a fresh init, so that tokenisations differ a lot in probability
+        model.lm_head.weight.mul_(8.0)
+    model.save_pretrained(folder)
+    return folder
 
 
 def write_docs(folder: Path, docs: dict[str, bytes | str]) -> Path:

@@ -110,3 +110,15 @@ def test_key_path_rendering():
 def test_config_reference_is_generated_from_the_schema(repo):
     reference = (repo / "docs" / "configuration.md").read_text()
     assert reference_markdown() in reference, "regenerate it: make docs"
+
+
+def test_token_ground_truths_take_defaults_and_name_bad_settings(repo):
+    config = _default(repo)
+    config["ground_truths"].append({"name": "smollm2", "kind": "token"})
+    validate_config(config)
+    assert config["ground_truths"][1] == {"name": "smollm2", "kind": "token", "path": "smollm2", "beam": 4,
+                                          "prune_ratio": 0.0001, "context_backoff_tokens": 2, "batch_size": 8,
+                                          "dtype": "float32"}
+    config["ground_truths"][1]["prune_ratio"] = 2
+    with pytest.raises(ConfigError, match=r"ground_truths\[1\].prune_ratio: 2 is greater than the maximum of 1"):
+        validate_config(config)

@@ -1,6 +1,6 @@
 """Byte marginalisation of a token-level LM, against brute force over every tokenisation.
 
-A tiny byte-level BPE tokenizer (trained here with `tokenizers`) and a tiny random Llama, saved with
+On `tiny_token_lm` (conftest): a byte-level BPE tokenizer trained by the test and a tiny random Llama, saved with
 `save_pretrained` and loaded back the way the pipeline loads a ground truth.
 """
 
@@ -21,30 +21,6 @@ from oversmooth.tokenmarginal import (
 )
 
 EXACT = MarginalSettings(beam=0, prune_ratio=0.0, context_backoff_tokens=1, batch_size=4)
-CORPUS = ["the cat sat on the mat. ", "the hat is on the cat. ", "a caté, then tea. ", "that is that. "] * 50
-
-
-@pytest.fixture(scope="module")
-def tiny_token_lm(tmp_path_factory):
-    """A saved byte-level BPE tokenizer (256 bytes + merges, no special token but BOS) and a random Llama."""
-    from tokenizers import ByteLevelBPETokenizer
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    folder = tmp_path_factory.mktemp("tiny_token_lm")
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(CORPUS, vocab_size=300, min_frequency=2, special_tokens=["<s>"], show_progress=False)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>")
-    tokenizer.save_pretrained(folder)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=96,
-                         bos_token_id=tokenizer.bos_token_id)
-    model = LlamaForCausalLM(config)
-    with torch.no_grad():  # sharper than a fresh init, so that tokenisations differ a lot in probability
-        model.lm_head.weight.mul_(8.0)
-    model.save_pretrained(folder)
-    return folder
-
 
 def _tokenisations(vocab: TokenVocabulary, text: bytes) -> list[list[int]]:
     """Every sequence of tokens that spells `text` exactly."""
@@ -192,8 +168,8 @@ def test_not_byte_level_bpe_and_missing_folders_are_named(tmp_path):
 
 def test_a_text_longer_than_the_model_window_is_an_error(tiny_token_lm):
     lm = load_token_byte_lm("tiny", tiny_token_lm, EXACT)
-    with pytest.raises(TokenModelError, match="more than the model's window of 96"):
-        lm.marginal_logprobs([b"x" * 200], [150])
+    with pytest.raises(TokenModelError, match="more than the model's window of 512"):
+        lm.marginal_logprobs([b"x" * 600], [550])
 
 
 def test_byte_alphabet_covers_every_byte_once():

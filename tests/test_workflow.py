@@ -396,3 +396,32 @@ def test_the_mos_member_is_trained_measured_and_sampled_like_the_family(smoke_ru
     assert "mos-4" not in pd.read_csv(results / "tables" / "table_7_3.csv")["model"].tolist()
     logprobs = pq.read_table(results / "logits" / "mos-4.parquet").slice(0, 5).column("logprobs").to_pylist()
     assert np.allclose(np.exp(np.array(logprobs, dtype=np.float64)).sum(axis=1), 1.0, atol=1e-4)
+
+
+@pytest.mark.workflow
+def test_a_token_level_ground_truth_flows_into_evaluation_and_the_oversmoothing_tables(smoke_run, tiny_token_lm, tmp_path):
+    """A `token` ground truth named by path (a saved transformers model) beside the smoke run's nanogpt one."""
+    _, workdir, _ = smoke_run
+    override = tmp_path / "token_gt.yaml"
+    override.write_text(
+        "ground_truths:\n"
+        "  - {name: nanogpt, kind: nanogpt, model: {n_layer: 2}, train: {max_iters: 40}}\n"
+        f"  - {{name: tiny, kind: token, path: '{tiny_token_lm}', beam: 2, prune_ratio: 0.001}}\n"
+    )
+    targets = ("results/tables/table_4_1.csv", "results/eval/gt-tiny.json")
+    planned = snakemake(workdir, "-n", *targets, overrides=[override])
+    assert planned_rules(planned.stdout + planned.stderr) == {
+        "extract_logits", "oversmoothing_metrics", "metrics_table", "evaluate_model",
+    }  # no training: the nanogpt entry is the smoke config's own
+    snakemake(workdir, *targets, overrides=[override])
+    table = pd.read_csv(workdir / "results" / "tables" / "table_4_1.csv")
+    assert table["model"].tolist() == ["bn-4", "bn-64", "mos-4"]
+    for gt in ("gt-nanogpt", "gt-tiny"):  # one column set per ground truth
+        assert table[f"TTO mean ({gt})"].between(0, 1).all() and table[f"NSMD mean ({gt})"].notna().all()
+    logits = pq.read_table(workdir / "results" / "logits" / "gt-tiny.parquet")
+    assert logits.num_rows == 8 * 64
+    probs = np.exp(np.array(logits.column("logprobs").to_pylist()[:32], dtype=np.float64))
+    assert np.allclose(probs.sum(axis=1), 1.0, atol=1e-4)
+    evaluation = json.loads((workdir / "results" / "eval" / "gt-tiny.json").read_text())
+    assert evaluation["bytes"] > 0 and np.isfinite(evaluation["heldout_loss"])
+    assert "job stopped" not in (workdir / "results" / "logs" / "logits" / "gt-tiny.log").read_text()

@@ -124,7 +124,14 @@ def load_hf_byte_lm(
 def load_byte_lm(
     name: str, *, checkpoint: str | os.PathLike | None = None, hf: Mapping | None = None, device: str | torch.device = "cpu"
 ) -> ByteLM:
-    """A model of the pipeline: one trained here (its checkpoint) or an `hf` ground truth (its config entry)."""
+    """A model of the pipeline: one trained here (its checkpoint), or a loaded ground truth (its config entry: `hf`,
+    a byte-level model, or `token`, a token-level one marginalised to bytes)."""
+    if hf is not None and hf.get("kind") == "token":
+        from oversmooth.tokenmarginal import MarginalSettings, load_token_byte_lm
+
+        fields = ("beam", "prune_ratio", "context_backoff_tokens", "batch_size")
+        settings = MarginalSettings(**{k: hf[k] for k in fields if k in hf})
+        return load_token_byte_lm(name, hf["path"], settings, dtype=hf.get("dtype", "float32"), device=device)
     if hf is not None:
         options = {k: hf[k] for k in ("byte_offset", "bos_id", "dtype", "trust_remote_code") if k in hf}
         return load_hf_byte_lm(name, hf["path"], device=device, **options)

@@ -111,10 +111,10 @@ def token_marginal_next_byte(
     prefix_mass = [[-math.inf] * 256 for _ in range(len(text) + 1)]  # log P(text[:i] b)
     for end in range(len(text) + 1):
         hyps = pending.pop(end, [])
-        if end and prune_ratio > 0:
-            floor = prefix_mass[end - 1][text[end - 1]] + math.log(prune_ratio)
-            hyps = [h for h in hyps if h[1] >= floor]
         hyps = sorted(hyps, key=lambda h: -h[1])
+        if end and prune_ratio > 0:  # the most probable one always stays
+            floor = prefix_mass[end - 1][text[end - 1]] + math.log(prune_ratio)
+            hyps = hyps[:1] + [h for h in hyps[1:] if h[1] >= floor]
         hyps = hyps[:beam] if beam > 0 and end else hyps
         for tokens, logp in hyps:
             logprobs = next_token_logprobs(tokens)

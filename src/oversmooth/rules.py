@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from oversmooth.bytelm import ByteLM, inference_device, load_byte_lm
 
 
 def rule_byte_lm(smk) -> ByteLM:
-    """The job's model `{model}`: its checkpoint input, or the `hf` ground-truth entry in `params.ground_truth`;
-    on CUDA when present, else on the job's CPU threads."""
+    """The job's model `{model}`: its checkpoint input, or the loaded ground truth's entry in `params.ground_truth`
+    (a `token` model's folder is that of its `lm` input); on CUDA when present, else on the job's CPU threads."""
     torch.set_num_threads(smk.threads)
-    return load_byte_lm(
-        smk.wildcards.model, checkpoint=smk.input.get("checkpoint"), hf=smk.params.ground_truth, device=inference_device()
-    )
+    entry = smk.params.ground_truth
+    if entry is not None and entry["kind"] == "token":
+        entry = {**entry, "path": str(Path(smk.input.lm).parent)}
+    return load_byte_lm(smk.wildcards.model, checkpoint=smk.input.get("checkpoint"), hf=entry, device=inference_device())
