@@ -100,32 +100,25 @@ def _coerce_scalar(value: str, types: set[str]) -> Any:
     return value
 
 
-def coerce_scalars(config: Any, schema: Mapping) -> None:
-    """Turn strings into the numbers and booleans the schema asks for, in place.
+def coerce_scalars(value: Any, schema: Mapping) -> Any:
+    """`value` with its strings turned into the numbers, booleans and nulls the schema asks for (dicts and lists
+    in place).
 
     `snakemake --config 'metrics={"tau": 0.8}'` passes nested values as strings ('0.8'); a key whose schema
     admits strings is left alone. Anything that does not parse stays a string, and validation then names it.
     """
-    if isinstance(config, dict):
-        properties = schema.get("properties", {})
-        extra = schema.get("additionalProperties")
-        for key, value in config.items():
+    if isinstance(value, str):
+        types = _schema_types(schema)
+        return _coerce_scalar(value, types) if types and "string" not in types else value
+    if isinstance(value, dict):
+        properties, extra = schema.get("properties", {}), schema.get("additionalProperties")
+        for key, item in value.items():
             sub = properties.get(key, extra if isinstance(extra, dict) else None)
-            if sub is None:
-                continue
-            types = _schema_types(sub)
-            if isinstance(value, str) and "string" not in types and types:
-                config[key] = _coerce_scalar(value, types)
-            else:
-                coerce_scalars(value, sub)
-    elif isinstance(config, list) and isinstance(schema.get("items"), dict):
-        item_schema = schema["items"]
-        types = _schema_types(item_schema)
-        for i, value in enumerate(config):
-            if isinstance(value, str) and "string" not in types and types:
-                config[i] = _coerce_scalar(value, types)
-            else:
-                coerce_scalars(value, item_schema)
+            if sub is not None:
+                value[key] = coerce_scalars(item, sub)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        value[:] = [coerce_scalars(item, schema["items"]) for item in value]
+    return value
 
 
 def _check_sampling_prompts(config: Mapping) -> None:
