@@ -29,10 +29,11 @@ def module_file(module: str) -> Path | None:
     return None
 
 
-def imported_modules(source: str) -> set[str]:
+def imported_modules(source: str | ast.AST) -> set[str]:
     """The `oversmooth` modules that `source` imports anywhere (top level or inside functions)."""
     found = set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source) if isinstance(source, str) else source
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -49,15 +50,23 @@ def module_closure(source: str) -> list[str]:
         if module in seen:
             continue
         seen.add(module)
-        pending |= imported_modules(module_file(module).read_text())
+        pending |= _parsed(module)[0]
     if seen:
         seen.add(PACKAGE)
     return sorted(seen)
 
 
-def code_fingerprint(source: str) -> str:
+@lru_cache(maxsize=None)
+def _parsed(module: str) -> tuple[frozenset[str], str]:
+    """A library module's imports and code fingerprint, from one parse (Snakemake computes every rule's digest at
+    each start, so each module is read once)."""
+    tree = ast.parse(module_file(module).read_text())
+    return frozenset(imported_modules(tree)), code_fingerprint(tree)
+
+
+def code_fingerprint(source: str | ast.AST) -> str:
     """The code of a module without its docstrings, comments and layout (its AST, dumped)."""
-    tree = ast.parse(source)
+    tree = ast.parse(source) if isinstance(source, str) else source
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
@@ -72,5 +81,5 @@ def library_digest(script: str | os.PathLike) -> str:
     """A short digest of the library code `script` runs: changes exactly when that code changes."""
     digest = hashlib.sha256()
     for module in module_closure(Path(script).read_text()):
-        digest.update(module.encode() + b"\0" + code_fingerprint(module_file(module).read_text()).encode() + b"\0")
+        digest.update(module.encode() + b"\0" + _parsed(module)[1].encode() + b"\0")
     return digest.hexdigest()[:16]
