@@ -100,7 +100,7 @@ rule rank_constrained_head:
     params:
         library=library_code("rank_constrained_head"),
         ranks=config["svd"]["ranks"],
-        scratch=[k for k in config["svd"]["ranks"] if k in config["bottlenecks"]],
+        scratch=scratch_ranks(),
         head={k: config["rank"][k] for k in ("head_iters", "head_batch_size", "head_learning_rate", "head_eval_windows")},
         seed=config["seed"],
     threads: config["resources"]["inference_threads"]

@@ -122,21 +122,22 @@ def load_hf_byte_lm(
 
 
 def load_byte_lm(
-    name: str, *, checkpoint: str | os.PathLike | None = None, hf: Mapping | None = None, device: str | torch.device = "cpu"
+    name: str, *, checkpoint: str | os.PathLike | None = None, ground_truth: Mapping | None = None, device: str | torch.device = "cpu"
 ) -> ByteLM:
     """A model of the pipeline: one trained here (its checkpoint), or a loaded ground truth (its config entry: `hf`,
     a byte-level model, or `token`, a token-level one marginalised to bytes)."""
-    if hf is not None and hf.get("kind") == "token":
+    gt = ground_truth
+    if gt is not None and gt.get("kind") == "token":
         from oversmooth.tokenmarginal import MarginalSettings, load_token_byte_lm
 
         fields = ("beam", "prune_ratio", "context_backoff_tokens", "batch_size")
-        settings = MarginalSettings(**{k: hf[k] for k in fields if k in hf})
-        return load_token_byte_lm(name, hf["path"], settings, dtype=hf.get("dtype", "float32"), device=device)
-    if hf is not None:
-        options = {k: hf[k] for k in ("byte_offset", "bos_id", "dtype", "trust_remote_code") if k in hf}
-        return load_hf_byte_lm(name, hf["path"], device=device, **options)
+        settings = MarginalSettings(**{k: gt[k] for k in fields if k in gt})
+        return load_token_byte_lm(name, gt["path"], settings, dtype=gt.get("dtype", "float32"), device=device)
+    if gt is not None:
+        options = {k: gt[k] for k in ("byte_offset", "bos_id", "dtype", "trust_remote_code") if k in gt}
+        return load_hf_byte_lm(name, gt["path"], device=device, **options)
     if checkpoint is None:
-        raise ValueError(f"model {name!r}: give a checkpoint or an hf ground-truth entry")
+        raise ValueError(f"model {name!r}: give a checkpoint or a loaded ground truth's config entry")
     return GPTByteLM(name, load_model(checkpoint, device))
 
 

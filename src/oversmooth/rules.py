@@ -16,4 +16,4 @@ def rule_byte_lm(smk) -> ByteLM:
     entry = smk.params.ground_truth
     if entry is not None and entry["kind"] == "token":
         entry = {**entry, "path": str(Path(smk.input.lm).parent)}
-    return load_byte_lm(smk.wildcards.model, checkpoint=smk.input.get("checkpoint"), hf=entry, device=inference_device())
+    return load_byte_lm(smk.wildcards.model, checkpoint=smk.input.get("checkpoint"), ground_truth=entry, device=inference_device())

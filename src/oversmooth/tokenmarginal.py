@@ -68,16 +68,10 @@ class MarginalSettings:
 
 
 def gpt2_byte_decoder() -> dict[str, int]:
-    """The inverse of GPT-2's bytes-to-unicode table: the character that byte-level BPE writes for each byte."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    chars = printable[:]
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {chr(c): b for b, c in zip(printable, chars)}
+    """The inverse of GPT-2's bytes-to-unicode table: the byte behind each character that byte-level BPE writes."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    return {char: byte for byte, char in bytes_to_unicode().items()}
 
 
 class TokenVocabulary:
@@ -218,7 +212,8 @@ class _Session:
                 for hyp, row, state in zip(hyps, rows, states):
                     self.lm._admit(search, hyp, row, state)
         for search in self.searches:
-            search.log_mass.append(self.lm._prefix_masses(search))
+            if len(search.log_mass) == len(search.text):  # a text that has ended has its masses already
+                search.log_mass.append(self.lm._prefix_masses(search))
 
     def append(self, row: int, byte: int) -> None:
         """Extend one text by a byte: hypotheses whose last token spells up to it get their children."""
