@@ -9,6 +9,7 @@ from oversmooth.catalog import (
     ground_truth,
     ground_truth_models,
     linear_head_models,
+    sampled_models,
     svd_models,
     svd_source,
     trained_models,
@@ -208,8 +209,8 @@ def quality_tables():
 
 
 def quality_table_models(wildcards):
-    """The rows of a quality table (before Human): the SVD-imposed heads for Table H.1, else every model."""
-    return svd_models(config) if wildcards.quality_table == "table_h_1" else all_models(config)
+    """The rows of a quality table (before Human): the SVD-imposed heads for Table H.1, else every sampled model."""
+    return svd_models(config) if wildcards.quality_table == "table_h_1" else sampled_models(config)
 
 
 def position_figure_models(wildcards):

@@ -103,13 +103,13 @@ rule position_figure:
 
 rule figure_4_2:
     input:
-        metrics=[metrics_path(m, ground_truth_models(config)[0]) for m in extreme_bottlenecks(config)],
+        metrics=[metrics_path(m, gt) for gt in ground_truth_models(config) for m in extreme_bottlenecks(config)],
     output:
         **figure_outputs("figure_4_2", REPORT_OVERSMOOTHING),
     params:
         library=library_code("figure_4_2"),
         models=extreme_bottlenecks(config),
-        ground_truth=ground_truth_models(config)[0],
+        ground_truths=ground_truth_models(config),
     log:
         log_path("report", "figure_4_2"),
     conda:
@@ -186,7 +186,7 @@ rule quality_table:
 
 rule sample_table:
     input:
-        samples=[samples_path(m) for m in all_models(config)],
+        samples=[samples_path(m) for m in sampled_models(config)],
         prompts=data_path("prompts.parquet"),
     output:
         reported(result_path("tables", "{sample_table}.md"), "sample_table", REPORT_QUALITY),
@@ -194,8 +194,8 @@ rule sample_table:
         sample_table="|".join(SAMPLE_TABLES),
     params:
         library=library_code("sample_table"),
-        models=all_models(config),
-        shown=lambda w: all_models(config) if w.sample_table == "samples_appendix_g" else nearest_models(bottleneck_models(config)),
+        models=sampled_models(config),
+        shown=lambda w: sampled_models(config) if w.sample_table == "samples_appendix_g" else nearest_models(bottleneck_models(config)),
         methods=lambda w: [m for m in SAMPLE_TABLES[w.sample_table] if m in config["decoding"]["methods"]],
         prompt=config["figures"]["sample_prompt"],
         n_prompts=config["sampling"]["n_prompts"],
@@ -209,13 +209,13 @@ rule sample_table:
 
 rule figure_5_1:
     input:
-        samples=[samples_path(m) for m in all_models(config)],
+        samples=[samples_path(m) for m in sampled_models(config)],
         prompts=data_path("prompts.parquet"),
     output:
         **figure_outputs("figure_5_1", REPORT_QUALITY),
     params:
         library=library_code("figure_5_1"),
-        models=all_models(config),
+        models=sampled_models(config),
         n_prompts=config["sampling"]["n_prompts"],
     log:
         log_path("report", "figure_5_1"),

@@ -7,6 +7,7 @@ from oversmooth.catalog import (
     bottleneck_of,
     family_models,
     linear_head_models,
+    sampled_models,
     svd_source,
     trained_models,
     training_settings,
@@ -24,7 +25,7 @@ def config(repo, tmp_path):
 def test_mos_members_join_the_family_but_not_the_linear_head_analyses(config):
     assert family_models(config) == ["bn-4", "bn-8", "bn-16", "bn-32", "bn-256", "mos-4"]
     assert trained_models(config)[-2:] == ["mos-4", "gt-nanogpt"]
-    assert all_models(config)[-2:] == ["mos-4", "gt-nanogpt"]
+    assert all_models(config)[-3:] == ["mos-4", "gt-smollm2", "gt-nanogpt"]
     assert "mos-4" not in linear_head_models(config) and "bn-4" in linear_head_models(config)
     assert svd_source(config) == "bn-256"
 
@@ -42,3 +43,8 @@ def test_bottleneck_of_every_constrained_name():
     assert [bottleneck_of(n) for n in ("bn-16", "mos-4", "svd-r32")] == [16, 4, 32]
     with pytest.raises(ValueError, match="not a constrained model"):
         bottleneck_of("gt-nanogpt")
+
+
+def test_a_judge_only_ground_truth_is_not_sampled(config):
+    assert sampled_models(config)[-2:] == ["mos-4", "gt-nanogpt"]  # gt-smollm2 has `sample: false`
+    assert "gt-smollm2" in all_models(config) and "gt-smollm2" not in trained_models(config)

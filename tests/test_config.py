@@ -91,7 +91,7 @@ def test_numeric_strings_from_the_command_line_are_coerced(repo):
 def test_more_sampling_prompts_than_eval_prompts_is_rejected(repo):
     config = _default(repo)
     config["sampling"]["n_prompts"] = config["eval"]["n_prompts"] + 1
-    with pytest.raises(ConfigError, match=r"sampling.n_prompts: 101 exceeds eval.n_prompts 100"):
+    with pytest.raises(ConfigError, match=r"sampling.n_prompts: 21 exceeds eval.n_prompts 20"):
         validate_config(config)
 
 
@@ -114,11 +114,12 @@ def test_config_reference_is_generated_from_the_schema(repo):
 
 def test_token_ground_truths_take_defaults_and_name_bad_settings(repo):
     config = _default(repo)
-    config["ground_truths"].append({"name": "smollm2", "kind": "token"})
+    config["ground_truths"].append({"name": "other", "kind": "token", "path": "/models/other"})
     validate_config(config)
-    assert config["ground_truths"][1] == {"name": "smollm2", "kind": "token", "path": "smollm2", "beam": 4,
+    assert config["ground_truths"][2] == {"name": "other", "kind": "token", "path": "/models/other", "beam": 4,
                                           "prune_ratio": 0.0001, "context_backoff_tokens": 2, "batch_size": 8,
-                                          "dtype": "float32"}
-    config["ground_truths"][1]["prune_ratio"] = 2
-    with pytest.raises(ConfigError, match=r"ground_truths\[1\].prune_ratio: 2 is greater than the maximum of 1"):
+                                          "dtype": "float32", "sample": True}
+    assert config["ground_truths"][0]["sample"] is False and config["ground_truths"][1]["sample"] is True
+    config["ground_truths"][2]["prune_ratio"] = 2
+    with pytest.raises(ConfigError, match=r"ground_truths\[2\].prune_ratio: 2 is greater than the maximum of 1"):
         validate_config(config)

@@ -22,3 +22,13 @@ def test_figure_3_1_writes_png_and_pdf(tmp_path):
     save_figure(figure_3_1({"bn-4": log, "bn-8": log * 0.9}), tmp_path / "f.png", tmp_path / "f.pdf")
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "f.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_table_3_1_keeps_the_token_level_loss_only_where_a_model_has_one():
+    results = [
+        {"model": "bn-4", "heldout_loss": 2.0, "accuracy_pct": 30.0, "bytes": 10},
+        {"model": "gt-tok", "heldout_loss": 0.8, "token_level_loss": 0.85, "accuracy_pct": 70.0, "bytes": 10},
+    ]
+    table = table_3_1(results, ["gt-tok"], {"bn-4": 2.1})
+    assert table["token_level_loss"].isna().tolist() == [True, False]
+    assert "token_level_loss" not in table_3_1(results[:1], [], {"bn-4": 2.1}).columns

@@ -13,10 +13,12 @@ import pytest
 import torch
 
 from oversmooth.tokenmarginal import (
+    TREE_ATTENTION,
     MarginalSettings,
     TokenModelError,
     TokenVocabulary,
     gpt2_byte_decoder,
+    grouped_sdpa,
     load_token_byte_lm,
 )
 
@@ -198,3 +200,49 @@ def test_logit_extraction_writes_the_marginal_distributions_and_hidden_states(ti
     hidden = read_parquet(tmp_path / "h.parquet")
     assert hidden.num_rows == 5 and hidden.schema.field("pre").type.list_size == 32
     assert np.isfinite(list_to_numpy(hidden.column("pre"))).all()
+
+
+def test_grouped_attention_equals_transformers_sdpa_with_repeated_heads():
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    module = torch.nn.Module()
+    module.num_key_value_groups, module.is_causal = 3, False
+    generator = torch.Generator().manual_seed(0)
+    query = torch.randn(2, 6, 4, 8, generator=generator)  # 6 query heads over 2 key/value heads
+    key, value = torch.randn(2, 2, 10, 8, generator=generator), torch.randn(2, 2, 10, 8, generator=generator)
+    allowed = torch.rand(2, 1, 4, 10, generator=generator) > 0.4
+    allowed[..., 0] = True
+    mask = torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    ours, _ = grouped_sdpa(module, query, key, value, mask, scaling=0.3)
+    theirs, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=0.3)
+    assert ours.shape == theirs.shape == (2, 4, 6, 8)
+    assert torch.allclose(ours, theirs, atol=1e-6)
+
+
+def test_the_search_gives_the_same_distributions_with_transformers_own_attention(tiny_token_lm):
+    text = "the cat sat on the mat".encode()
+    lm = load_token_byte_lm("tiny", tiny_token_lm, EXACT)
+    assert lm.model.config._attn_implementation == TREE_ATTENTION
+    ours = lm.marginal_logprobs([text, text[:9]], [3, 2])
+    lm.model.set_attn_implementation("sdpa")
+    theirs = lm.marginal_logprobs([text, text[:9]], [3, 2])
+    for a, b in zip(ours, theirs):
+        assert np.allclose(a, b, atol=1e-5)
+
+
+def test_the_token_level_figure_is_the_own_tokenisation_and_bounds_the_marginal(tiny_token_lm):
+    lm = load_token_byte_lm("tiny", tiny_token_lm, EXACT)
+    text = "the cat sat on the mat".encode()
+    ids = lm.tokenizer(text.decode(), add_special_tokens=False).input_ids
+    assert lm.own_tokens(text) == ids
+    with torch.no_grad():
+        logprobs = torch.log_softmax(lm.model(input_ids=torch.tensor([lm.bos + ids])).logits[0].double(), -1)
+    first = _brute_force_next_byte(lm, lm.bos, b"")
+    expected = -sum(float(logprobs[n, t]) for n, t in enumerate(ids)) + math.log(first[text[0]] / first.sum())
+    assert lm.canonical_nats([text]) == pytest.approx(expected, rel=1e-9)
+    marginal = lm.marginal_logprobs([text], [0])[0]
+    marginal_nats = -sum(float(marginal[t - 1, text[t]]) for t in range(1, len(text)))
+    assert marginal_nats <= expected + 1e-9  # every tokenisation, its own among them
+    cut = "é cat".encode()[1:]  # starts inside a character
+    assert lm.own_tokens(cut)[0] == lm.vocab.token_of[cut[:1]]
+    assert b"".join(lm.vocab.token_bytes[i] for i in lm.own_tokens(cut)) == cut

@@ -424,4 +424,5 @@ def test_a_token_level_ground_truth_flows_into_evaluation_and_the_oversmoothing_
     assert np.allclose(probs.sum(axis=1), 1.0, atol=1e-4)
     evaluation = json.loads((workdir / "results" / "eval" / "gt-tiny.json").read_text())
     assert evaluation["bytes"] > 0 and np.isfinite(evaluation["heldout_loss"])
+    assert evaluation["token_level_loss"] >= evaluation["heldout_loss"] - 0.05  # its own tokenisation among all
     assert "job stopped" not in (workdir / "results" / "logs" / "logits" / "gt-tiny.log").read_text()

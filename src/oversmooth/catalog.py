@@ -86,6 +86,12 @@ def all_models(config: Mapping) -> list[str]:
     return family_models(config) + ground_truth_models(config)
 
 
+def sampled_models(config: Mapping) -> list[str]:
+    """Models the pipeline samples from (the quality tables' rows): the family, and the ground truths with `sample`
+    on (a judge such as SmolLM2, which also scores perplexity, is left out)."""
+    return family_models(config) + [ground_truth_name(gt) for gt in config["ground_truths"] if gt.get("sample", True)]
+
+
 def ground_truth(config: Mapping, name: str) -> dict:
     for gt in config["ground_truths"]:
         if ground_truth_name(gt) == name:

@@ -33,13 +33,19 @@ def heldout_metrics(lm: ByteLM, data: np.ndarray, *, windows: int, block: int, b
     if block > lm.block_size:
         raise ValueError(f"evaluation.block ({block}) exceeds {lm.name}'s block size ({lm.block_size})")
     rng = np.random.default_rng(seed)
-    total_loss, correct, count = 0.0, 0, 0
+    canonical_nats = getattr(lm, "canonical_nats", None)  # a token-level LM's own tokenisation, for comparison
+    total_loss, token_level, correct, count = 0.0, 0.0, 0, 0
     for first in range(0, windows, batch_size):
         x, y = sample_windows(data, rng, min(batch_size, windows - first), block)
         logprobs = lm.next_byte_logprobs(x).cpu()
         total_loss += -logprobs.gather(-1, y.unsqueeze(-1)).sum().item()
         correct += (logprobs.argmax(-1) == y).sum().item()
         count += y.numel()
+        if canonical_nats is not None:
+            token_level += canonical_nats([bytes(row) for row in torch.cat([x, y[:, -1:]], dim=1).to(torch.uint8).tolist()])
+        log.info("%s: %d/%d windows", lm.name, min(first + batch_size, windows), windows)
     result = {"model": lm.name, "heldout_loss": total_loss / count, "accuracy_pct": 100.0 * correct / count, "bytes": count}
+    if canonical_nats is not None:
+        result["token_level_loss"] = token_level / count
     log.info("%s: held-out loss %.4f, accuracy %.2f%% over %d bytes", lm.name, result["heldout_loss"], result["accuracy_pct"], count)
     return result

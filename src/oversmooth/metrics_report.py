@@ -186,19 +186,25 @@ def per_byte_mean(metric_frames: Mapping[str, pd.DataFrame], metric: str) -> pd.
     return means.join(counts).sort_values("count", ascending=False, kind="stable")
 
 
-def figure_4_2(per_byte: pd.DataFrame, ground_truth: str) -> plt.Figure:
-    """Mean NSMD per target byte (most to least frequent) for two models, with the byte counts below."""
-    models = [c for c in per_byte.columns if c != "count"]
-    labels = [byte_name(int(b)) for b in per_byte.index]
-    x = np.arange(len(per_byte))
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(8, 0.16 * len(x)), 6), sharex=True, height_ratios=[3, 1])
+def figure_4_2(per_byte: Mapping[str, pd.DataFrame]) -> plt.Figure:
+    """Mean NSMD per target byte (most to least frequent) for two models, one panel per ground truth (`per_byte`:
+    ground truth -> `per_byte_mean` frame), with the byte counts below."""
+    first = next(iter(per_byte.values()))
+    models = [c for c in first.columns if c != "count"]
+    labels = [byte_name(int(b)) for b in first.index]
+    x = np.arange(len(first))
+    fig, axes = plt.subplots(len(per_byte) + 1, 1, figsize=(max(8, 0.16 * len(x)), 1 + 3 * len(per_byte)), sharex=True,
+                             height_ratios=[3] * len(per_byte) + [1])
     width = 0.8 / len(models)
-    for i, model in enumerate(models):
-        top.bar(x + (i - (len(models) - 1) / 2) * width, per_byte[model], width, label=model)
-    top.axhline(0, color="black", linewidth=0.5)
-    top.set_ylabel(f"mean NSMD vs {ground_truth}")
-    top.legend(title="model")
-    bottom.bar(x, per_byte["count"], color="grey")
+    for top, (ground_truth, frame) in zip(axes, per_byte.items()):
+        frame = frame.reindex(first.index)
+        for i, model in enumerate(models):
+            top.bar(x + (i - (len(models) - 1) / 2) * width, frame[model], width, label=model)
+        top.axhline(0, color="black", linewidth=0.5)
+        top.set_ylabel(f"mean NSMD vs {ground_truth}")
+        top.legend(title="model")
+    bottom = axes[-1]
+    bottom.bar(x, first["count"], color="grey")
     bottom.set_yscale("log")
     bottom.set_ylabel("occurrences")
     bottom.set_xlabel("target byte (most to least frequent)")

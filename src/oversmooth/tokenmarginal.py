@@ -43,6 +43,8 @@ from oversmooth.model import VOCAB_SIZE
 
 log = get_logger("tokenmarginal")
 
+TREE_ATTENTION = "oversmooth_grouped_sdpa"
+
 
 PLAIN_TEXT_BYTES = (9, 10, 13, *range(32, 127))  # tab, newlines, printable ASCII
 
@@ -230,6 +232,7 @@ class TokenMarginalByteLM:
     def __init__(self, name: str, model, tokenizer, settings: MarginalSettings = MarginalSettings(), block_size: int | None = None):
         self.name, self.model, self.tokenizer, self.settings = name, model, tokenizer, settings
         self.vocab = TokenVocabulary.from_tokenizer(tokenizer, name)
+        use_grouped_attention(model)
         self.max_tokens = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
         # bytes: a text of this many bytes never needs more tokens than the model's window (one byte per token)
         self.block_size = block_size or self.max_tokens - 1
@@ -306,6 +309,47 @@ class TokenMarginalByteLM:
                 if position < len(rest):
                     session.append(row, rest[position])
         return session, offsets
+
+    @torch.no_grad()
+    def canonical_nats(self, texts: Sequence[bytes]) -> float:
+        """The token-level figure the marginal is compared with, summed over texts: -log p(tokens | BOS) of each
+        text's own tokenisation (`own_tokens`) plus log p(its first byte | BOS), i.e. the nats of bytes 1.. when
+        the token LM reads them tokenised its own way. The marginal sums every tokenisation, so it gives at most
+        this (up to its pruning)."""
+        if not self.bos:
+            return float("nan")
+        first = self.vocab.next_byte_ranges(b"")
+        total = 0.0
+        for text in texts:
+            ids = self.own_tokens(text)
+            tokens = torch.tensor([self.bos + ids], device=self.device)
+            logprobs = torch.log_softmax(self.model(input_ids=tokens).logits[0].double(), dim=-1).cpu()
+            total -= float(logprobs[torch.arange(len(ids)), ids].sum())
+            root = logprobs[0].exp()
+            root[self.special_ids] = 0.0
+            cumulative = np.concatenate([[0.0], np.cumsum(root.numpy()[self.vocab.order])])
+            nexts, lo, hi = first
+            per_byte = cumulative[hi] - cumulative[lo]
+            total += float(np.log(per_byte[np.flatnonzero(nexts == text[0])[0]] / per_byte.sum()))
+        return total
+
+    def own_tokens(self, text: bytes) -> list[int]:
+        """The tokenizer's tokenisation of a text; the bytes of a UTF-8 character cut at either end (or of a text
+        that is no UTF-8) as single-byte tokens."""
+        start = 0
+        while start < len(text) and start < 3 and text[start] & 0xC0 == 0x80:  # continuation bytes: a cut character
+            start += 1
+        for end in range(len(text), max(start, len(text) - 3) - 1, -1):
+            try:
+                middle = text[start:end].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            ids = self.tokenizer(middle, add_special_tokens=False).input_ids if middle else []
+            return self._byte_tokens(text[:start]) + ids + self._byte_tokens(text[end:])
+        return self._byte_tokens(text)
+
+    def _byte_tokens(self, text: bytes) -> list[int]:
+        return [self.vocab.token_of[bytes([b])] for b in text]
 
     def split_context(self, text: bytes, first: int) -> tuple[list[int], int]:
         """The fixed token prefix (BOS and the canonical tokens of `text[:first + 1]` but the last
@@ -395,7 +439,8 @@ class TokenMarginalByteLM:
     # The LM: one cache per text, hypotheses attending to their ancestors (tree attention)
 
     def _prefill(self, searches: list[_TextSearch]):
-        """Run every text's fixed prefix; its last position gives the root's next-token distribution."""
+        """Run every text's fixed prefix; its last position gives the root's next-token distribution (on the CPU,
+        where the search runs; the cache stays on the model's device)."""
         width = max(len(s.prefix_tokens) for s in searches)
         ids = torch.zeros((len(searches), width), dtype=torch.long)
         allowed = torch.zeros((len(searches), width, width), dtype=torch.bool)
@@ -410,7 +455,7 @@ class TokenMarginalByteLM:
         out = self._run(ids, allowed, positions, None)
         rows, last = torch.arange(len(searches)), torch.tensor([len(s.prefix_tokens) - 1 for s in searches])
         logprobs = torch.log_softmax(out.logits[rows, last].float(), dim=-1)
-        return out.past_key_values, width, logprobs, out.hidden_states[-1][rows, last]
+        return out.past_key_values, width, logprobs.cpu(), out.hidden_states[-1][rows, last].cpu()
 
     def _evaluate(self, searches, batch: list[list[_Hypothesis]], cache, slot_count: int):
         """One LM step for the hypotheses of every text at this position, appended to the texts' caches."""
@@ -430,7 +475,8 @@ class TokenMarginalByteLM:
             allowed[row, len(hyps) :, 0] = True  # padding
         self.steps += sum(len(h) for h in batch)
         out = self._run(ids, allowed, positions, cache)
-        return out.past_key_values, slot_count + width, torch.log_softmax(out.logits.float(), dim=-1), out.hidden_states[-1]
+        logprobs = torch.log_softmax(out.logits.float(), dim=-1)
+        return out.past_key_values, slot_count + width, logprobs.cpu(), out.hidden_states[-1].cpu()
 
     def _run(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor, cache):
         device = self.device
@@ -439,6 +485,38 @@ class TokenMarginalByteLM:
             input_ids=ids.to(device), attention_mask=mask[:, None].to(device), position_ids=positions.to(device),
             past_key_values=cache, use_cache=True, output_hidden_states=True,
         )
+
+
+def grouped_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """SDPA for grouped-query attention under a 4-D mask without copying the key/value cache per query head.
+
+    transformers' `sdpa` repeats every key/value head for its query heads when a mask is given on CPU (`repeat_kv`),
+    a copy of the whole cache per layer and step that cost a third of the search's time. Here each key/value head's
+    query heads are stacked along the query axis instead, and the mask with them. Anything else (no grouping, a
+    sliding window, soft-capping) goes to transformers' own `sdpa`.
+    """
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    batch, heads, length, dim = query.shape
+    groups, keys = key.shape[1], key.shape[2]
+    if heads == groups or attention_mask is None or kwargs.get("sliding_window") or kwargs.get("softcap"):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    repeat = heads // groups
+    query = query.reshape(batch, groups, repeat * length, dim)  # head g * repeat + r reads key/value head g
+    mask = attention_mask[:, :, None, :, -keys:].expand(batch, 1, repeat, length, keys).reshape(batch, 1, -1, keys)
+    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling)
+    return out.reshape(batch, heads, length, dim).transpose(1, 2).contiguous(), None
+
+
+def use_grouped_attention(model) -> None:
+    """Run a model that uses transformers' `sdpa` with `grouped_sdpa` (same outputs, no per-head cache copies)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    if getattr(model.config, "_attn_implementation", None) == "sdpa":
+        AttentionInterface.register(TREE_ATTENTION, grouped_sdpa)
+        AttentionMaskInterface.register(TREE_ATTENTION, sdpa_mask)
+        model.set_attn_implementation(TREE_ATTENTION)
 
 
 def _normalised(masses: list[np.ndarray]) -> np.ndarray:

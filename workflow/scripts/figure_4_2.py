@@ -1,4 +1,5 @@
-"""Snakemake adapter: Figure 4.2, mean NSMD per target byte for the most and least bottlenecked models."""
+"""Snakemake adapter: Figure 4.2, mean NSMD per target byte for the most and least bottlenecked models, one panel
+per ground truth."""
 
 from oversmooth.logs import log_to_file
 from oversmooth.metrics_report import figure_4_2, per_byte_mean, read_position_metrics
@@ -7,5 +8,9 @@ from oversmooth.report import save_figure
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
-    frames = {model: read_position_metrics(path) for model, path in zip(smk.params.models, smk.input.metrics)}
-    save_figure(figure_4_2(per_byte_mean(frames, "nsmd"), smk.params.ground_truth), smk.output.png, smk.output.pdf)
+    paths = iter(smk.input.metrics)  # models within ground truths, the order of rule figure_4_2's input
+    per_byte = {
+        gt: per_byte_mean({model: read_position_metrics(next(paths)) for model in smk.params.models}, "nsmd")
+        for gt in smk.params.ground_truths
+    }
+    save_figure(figure_4_2(per_byte), smk.output.png, smk.output.pdf)
