@@ -4,6 +4,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
+from conftest import prompts_table
 
 from oversmooth.bytelm import GPTByteLM, load_hf_byte_lm
 from oversmooth.logits import (
@@ -17,7 +18,6 @@ from oversmooth.logits import (
     plan_passes,
 )
 from oversmooth.model import GPT, GPTConfig
-from conftest import prompts_table
 
 
 def tiny_gpt(block=32, bottleneck=4, seed=0):

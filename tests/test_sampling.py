@@ -4,6 +4,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
+from conftest import prompts_table
 
 from oversmooth.bytelm import GPTByteLM, load_hf_byte_lm
 from oversmooth.decoding import Decoding
@@ -19,7 +20,6 @@ from oversmooth.sampling import (
     sample_seed,
     uniforms_for,
 )
-from conftest import prompts_table
 
 
 @pytest.fixture(scope="module")
