@@ -246,3 +246,12 @@ def test_the_token_level_figure_is_the_own_tokenisation_and_bounds_the_marginal(
     cut = "é cat".encode()[1:]  # starts inside a character
     assert lm.own_tokens(cut)[0] == lm.vocab.token_of[cut[:1]]
     assert b"".join(lm.vocab.token_bytes[i] for i in lm.own_tokens(cut)) == cut
+
+
+def test_a_bfloat16_model_gives_distributions_close_to_float32(tiny_token_lm):
+    """GPU runs load the ground truth in bf16: the search's mask and outputs follow the model's dtype."""
+    text = "the cat sat on the mat".encode()
+    exact = load_token_byte_lm("tiny", tiny_token_lm, EXACT).marginal_logprobs([text], [3])[0]
+    half = load_token_byte_lm("tiny", tiny_token_lm, EXACT, dtype="bfloat16").marginal_logprobs([text], [3])[0]
+    assert np.allclose(np.exp(half).sum(axis=1), 1.0, atol=1e-5)
+    assert np.abs(np.exp(half) - np.exp(exact)).sum(axis=1).max() < 0.1

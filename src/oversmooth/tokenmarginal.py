@@ -479,8 +479,9 @@ class TokenMarginalByteLM:
         return out.past_key_values, slot_count + width, logprobs.cpu(), out.hidden_states[-1].cpu()
 
     def _run(self, ids: torch.Tensor, allowed: torch.Tensor, positions: torch.Tensor, cache):
-        device = self.device
-        mask = torch.zeros(allowed.shape, dtype=torch.float32).masked_fill(~allowed, torch.finfo(torch.float32).min)
+        """One forward pass; `allowed` (texts, queries, keys) becomes an additive mask in the model's dtype."""
+        device, dtype = self.device, self.model.dtype
+        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
         return self.model(
             input_ids=ids.to(device), attention_mask=mask[:, None].to(device), position_ids=positions.to(device),
             past_key_values=cache, use_cache=True, output_hidden_states=True,
