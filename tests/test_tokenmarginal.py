@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from oversmooth.tokenmarginal import (
-    TREE_ATTENTION,
+    GROUPED_ATTENTION,
     MarginalSettings,
     TokenModelError,
     TokenVocabulary,
@@ -222,7 +222,7 @@ def test_grouped_attention_equals_transformers_sdpa_with_repeated_heads():
 def test_the_search_gives_the_same_distributions_with_transformers_own_attention(tiny_token_lm):
     text = "the cat sat on the mat".encode()
     lm = load_token_byte_lm("tiny", tiny_token_lm, EXACT)
-    assert lm.model.config._attn_implementation == TREE_ATTENTION
+    assert lm.model.config._attn_implementation == GROUPED_ATTENTION
     ours = lm.marginal_logprobs([text, text[:9]], [3, 2])
     lm.model.set_attn_implementation("sdpa")
     theirs = lm.marginal_logprobs([text, text[:9]], [3, 2])

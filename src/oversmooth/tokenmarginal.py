@@ -43,7 +43,7 @@ from oversmooth.model import VOCAB_SIZE
 
 log = get_logger("tokenmarginal")
 
-TREE_ATTENTION = "oversmooth_grouped_sdpa"
+GROUPED_ATTENTION = "oversmooth_grouped_sdpa"
 
 
 PLAIN_TEXT_BYTES = (9, 10, 13, *range(32, 127))  # tab, newlines, printable ASCII
@@ -515,9 +515,9 @@ def use_grouped_attention(model) -> None:
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     if getattr(model.config, "_attn_implementation", None) == "sdpa":
-        AttentionInterface.register(TREE_ATTENTION, grouped_sdpa)
-        AttentionMaskInterface.register(TREE_ATTENTION, sdpa_mask)
-        model.set_attn_implementation(TREE_ATTENTION)
+        AttentionInterface.register(GROUPED_ATTENTION, grouped_sdpa)
+        AttentionMaskInterface.register(GROUPED_ATTENTION, sdpa_mask)
+        model.set_attn_implementation(GROUPED_ATTENTION)
 
 
 def _normalised(masses: list[np.ndarray]) -> np.ndarray:
