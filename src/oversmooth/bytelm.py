@@ -126,16 +126,16 @@ def load_byte_lm(
 ) -> ByteLM:
     """A model of the pipeline: one trained here (its checkpoint), or a loaded ground truth (its config entry: `hf`,
     a byte-level model, or `token`, a token-level one marginalised to bytes)."""
-    gt = ground_truth
-    if gt is not None and gt.get("kind") == "token":
+    if ground_truth is not None and ground_truth.get("kind") == "token":
         from oversmooth.tokenmarginal import MarginalSettings, load_token_byte_lm
 
         fields = ("beam", "prune_ratio", "context_backoff_tokens", "batch_size")
-        settings = MarginalSettings(**{k: gt[k] for k in fields if k in gt})
-        return load_token_byte_lm(name, gt["path"], settings, dtype=gt.get("dtype", "float32"), device=device)
-    if gt is not None:
-        options = {k: gt[k] for k in ("byte_offset", "bos_id", "dtype", "trust_remote_code") if k in gt}
-        return load_hf_byte_lm(name, gt["path"], device=device, **options)
+        settings = MarginalSettings(**{k: ground_truth[k] for k in fields if k in ground_truth})
+        dtype = ground_truth.get("dtype", "float32")
+        return load_token_byte_lm(name, ground_truth["path"], settings, dtype=dtype, device=device)
+    if ground_truth is not None:
+        options = {k: ground_truth[k] for k in ("byte_offset", "bos_id", "dtype", "trust_remote_code") if k in ground_truth}
+        return load_hf_byte_lm(name, ground_truth["path"], device=device, **options)
     if checkpoint is None:
         raise ValueError(f"model {name!r}: give a checkpoint or a loaded ground truth's config entry")
     return GPTByteLM(name, load_model(checkpoint, device))

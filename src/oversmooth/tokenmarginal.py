@@ -325,9 +325,7 @@ class TokenMarginalByteLM:
             tokens = torch.tensor([self.bos + ids], device=self.device)
             logprobs = torch.log_softmax(self.model(input_ids=tokens).logits[0].double(), dim=-1).cpu()
             total -= float(logprobs[torch.arange(len(ids)), ids].sum())
-            root = logprobs[0].exp()
-            root[self.special_ids] = 0.0
-            cumulative = np.concatenate([[0.0], np.cumsum(root.numpy()[self.vocab.order])])
+            _, cumulative = self._token_probs(logprobs[0])
             nexts, lo, hi = first
             per_byte = cumulative[hi] - cumulative[lo]
             total += float(np.log(per_byte[np.flatnonzero(nexts == text[0])[0]] / per_byte.sum()))
@@ -401,11 +399,16 @@ class TokenMarginalByteLM:
     def _admit(self, search: _TextSearch, hyp: _Hypothesis, logprobs: torch.Tensor, hidden: torch.Tensor) -> None:
         """Keep an evaluated hypothesis's next-token distribution while its last token may cover bytes ahead."""
         hyp.hidden = hidden.float().cpu().numpy()
+        hyp.probs, hyp.cumulative = self._token_probs(logprobs)
+        search.live.append(hyp)
+
+    def _token_probs(self, logprobs: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """Next-token probabilities by token id (special tokens 0), and their cumulative sum in byte order, from which
+        the mass of the tokens sharing a prefix is one difference (`TokenVocabulary.next_byte_ranges`)."""
         logprobs = logprobs.double()
         logprobs[self.special_ids] = -torch.inf
-        hyp.probs = logprobs.exp().numpy()
-        hyp.cumulative = np.concatenate([[0.0], np.cumsum(hyp.probs[self.vocab.order])])
-        search.live.append(hyp)
+        probs = logprobs.exp().numpy()
+        return probs, np.concatenate([[0.0], np.cumsum(probs[self.vocab.order])])
 
     def _prefix_masses(self, search: _TextSearch) -> np.ndarray:
         """A[i, b] = log P(text[:i] b) at the text's end i: every live hypothesis's tokens that start with the
