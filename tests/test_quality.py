@@ -87,6 +87,15 @@ def test_perplexity_is_conditioned_on_the_prompt(tiny_lm):
     assert math.isnan(bits_per_byte(np.zeros(1), [b""])[0])
 
 
+def test_batches_sorted_by_length_give_each_pair_its_own_perplexity(tiny_lm):
+    model, tokenizer = tiny_lm
+    prompts, continuations = ["a", "the cat sat on", "dog", ""], ["dog .", "the mat . a dog sat", "sat", "the cat"]
+    together = perplexities(model, tokenizer, prompts, continuations, batch_size=3)
+    alone = [perplexities(model, tokenizer, [p], [c])[0] for p, c in zip(prompts, continuations)]
+    assert together == pytest.approx(alone, rel=1e-5)
+    assert len(set(np.round(alone, 6))) == 4
+
+
 def test_load_causal_lm_names_a_missing_folder(tmp_path):
     with pytest.raises(FileNotFoundError, match="quality.perplexity_model"):
         load_causal_lm(tmp_path / "nope")

@@ -19,6 +19,7 @@ from oversmooth.tokenmarginal import (
     TokenVocabulary,
     gpt2_byte_decoder,
     grouped_sdpa,
+    growing_cache,
     load_token_byte_lm,
 )
 
@@ -217,6 +218,30 @@ def test_grouped_attention_equals_transformers_sdpa_with_repeated_heads():
     theirs, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=0.3)
     assert ours.shape == theirs.shape == (2, 4, 6, 8)
     assert torch.allclose(ours, theirs, atol=1e-6)
+
+
+def test_the_growing_cache_returns_what_concatenation_would():
+    cache, generator = growing_cache(), torch.Generator().manual_seed(0)
+    keys, values = [], []
+    for added in (200, 1, 60, 3, 300):  # past the first buffer (256) and past a doubling
+        keys.append(torch.randn(2, 3, added, 4, generator=generator))
+        values.append(torch.randn(2, 3, added, 4, generator=generator))
+        got_keys, got_values = cache.update(keys[-1], values[-1], 0)
+        assert torch.equal(got_keys, torch.cat(keys, dim=-2)) and torch.equal(got_values, torch.cat(values, dim=-2))
+    assert cache.get_seq_length() == 564
+
+
+def test_a_search_past_the_first_cache_buffer_matches_transformers_dynamic_cache(tiny_token_lm, monkeypatch):
+    import oversmooth.tokenmarginal as tokenmarginal
+
+    text = b"the cat sat on the mat, that hat; the cat ate. " * 4
+    lm = load_token_byte_lm("tiny", tiny_token_lm, MarginalSettings(beam=8, prune_ratio=0.0, context_backoff_tokens=1))
+    ours = lm.marginal_logprobs([text, text[:100]], [5, 3])
+    assert lm.steps > 300  # hypotheses, each a cache slot: the 256-slot buffer grew
+    monkeypatch.setattr(tokenmarginal, "growing_cache", lambda: None)  # transformers' DynamicCache, by concatenation
+    theirs = lm.marginal_logprobs([text, text[:100]], [5, 3])
+    for a, b in zip(ours, theirs):
+        assert np.allclose(a, b, atol=1e-5)
 
 
 def test_the_search_gives_the_same_distributions_with_transformers_own_attention(tiny_token_lm):

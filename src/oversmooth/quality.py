@@ -148,26 +148,28 @@ def continuation_nll(
         rows.append((head, tail))
     total, count = np.zeros(len(rows)), np.zeros(len(rows), dtype=np.int64)
     limit = getattr(model.config, "max_position_embeddings", 2048)
+    order = sorted(range(len(rows)), key=lambda i: -len(rows[i][0]) - len(rows[i][1]))  # batches of like lengths
     started = time.perf_counter()
     for first in range(0, len(rows), batch_size):
         if first and (first // batch_size) % max(1, len(rows) // batch_size // 5) == 0:
             log.info("perplexity: %d/%d samples, %.0f s", first, len(rows), time.perf_counter() - started)
-        batch = rows[first : first + batch_size]
-        seqs = [(h + t)[-limit:] for h, t in batch]
-        n_tail = [min(len(t), len(s) - 1) for (_, t), s in zip(batch, seqs)]
+        chosen = order[first : first + batch_size]
+        seqs = [(rows[i][0] + rows[i][1])[-limit:] for i in chosen]
+        n_tail = [min(len(rows[i][1]), len(s) - 1) for i, s in zip(chosen, seqs)]
         width = max(map(len, seqs))
         ids = torch.zeros((len(seqs), width), dtype=torch.long)
-        mask = torch.zeros_like(ids)
+        mask, scored = torch.zeros_like(ids), torch.zeros((len(seqs), width), dtype=torch.bool)
         for j, s in enumerate(seqs):
             ids[j, : len(s)] = torch.tensor(s)
             mask[j, : len(s)] = 1
-        logprobs = torch.log_softmax(model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float(), -1).cpu()
-        for j, s in enumerate(seqs):
-            if n_tail[j] <= 0:
-                continue
-            positions = torch.arange(len(s) - n_tail[j], len(s))
-            nll = -logprobs[j, positions - 1, torch.tensor(s)[positions]]
-            total[first + j], count[first + j] = nll.sum().item(), n_tail[j]
+            scored[j, len(s) - 1 - max(n_tail[j], 0) : len(s) - 1] = True  # the positions predicting the tail
+        targets = torch.roll(ids, -1, dims=1)[scored]
+        # the head on the scored positions alone (transformers' `logits_to_keep`), flattened in row-major order
+        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device), logits_to_keep=scored.to(device)).logits
+        logits = logits.float()
+        nll = (torch.logsumexp(logits, -1) - logits.gather(1, targets.to(device)[:, None])[:, 0]).double().cpu()
+        for i, part in zip(chosen, nll.split([max(n, 0) for n in n_tail])):
+            total[i], count[i] = part.sum().item(), part.numel()
     return total, count
 
 
