@@ -4,6 +4,7 @@ import glob as _glob
 from oversmooth.catalog import (
     all_models,
     bottleneck_models,
+    checkpoint_models,
     extreme_bottlenecks,
     family_models,
     ground_truth,
@@ -20,6 +21,7 @@ from oversmooth.metrics_report import e_table_names, tbat_table_names
 from oversmooth.quality_report import QUALITY_TABLES, SAMPLE_TABLES, nearest_models
 
 RESULTS = "results"
+BOTTLENECKED = r"bn-\d+(?:@\d+)?"  # a bottlenecked model or one of its checkpoints
 
 # Report categories (`snakemake --report`); captions live in workflow/report/.
 REPORT_MODELS = "Models (ch. 3)"
@@ -258,6 +260,22 @@ def rank_constrained_inputs(wildcards):
     }
 
 
+def training_points_models():
+    """The points of the analysis along training: every checkpoint of the family, then its best weights."""
+    return checkpoint_models(config) + bottleneck_models(config)
+
+
+def loss_matched_inputs(wildcards):
+    """Each bottleneck's training log and summary (best iteration), and each point's metrics and TBAT summaries."""
+    points = training_points_models()
+    return {
+        "logs": [model_path(m, "train_log.csv") for m in bottleneck_models(config)],
+        "configs": [model_path(m, "config.json") for m in bottleneck_models(config)],
+        "summaries": [metrics_path(m, gt, "summary") for m, gt in metric_pairs(points)],
+        "tbat": [tbat_path(m, "summary") for m in points],
+    }
+
+
 def perplexity_model_path():
     """The packaged SmolLM2, converted once to a `transformers` folder (rule perplexity_model)."""
     return result_path("quality", "smollm2/config.json")
@@ -278,6 +296,8 @@ def all_targets():
     figures += ["figure_godey_anisotropy", "figure_godey_singular_entropy"]
     if svd_models(config):
         figures += ["figure_7_1", "figure_godey_rank_loss"]
+    if checkpoint_models(config):
+        figures += ["figure_loss_matched"]
     return [
         data_path("manifest.json"),
         data_path("prompts.parquet"),
@@ -291,6 +311,7 @@ def all_targets():
         table_path("table_godey_anisotropy"),
         *([table_path("table_godey_rank_constrained")] if svd_models(config) else []),
         *(f"{RESULTS}/tables/{name}.md" for name in SAMPLE_TABLES),
+        *([table_path("table_loss_matched")] if checkpoint_models(config) else []),
         *(figure_path(name, ext) for name in figures for ext in ("png", "pdf")),
     ]
 

@@ -10,7 +10,7 @@ rule oversmoothing_metrics:
         positions=metrics_path("{model}", "{gt}"),
         summary=metrics_path("{model}", "{gt}", "summary"),
     wildcard_constraints:
-        model=r"bn-\d+|mos-\d+|svd-r\d+",
+        model=rf"{BOTTLENECKED}|mos-\d+|svd-r\d+",
         gt=r"gt-[A-Za-z0-9_.]+",
     params:
         library=library_code("oversmoothing_metrics"),

@@ -17,6 +17,7 @@ localrules:
     figure_5_1,
     table_7_3,
     table_godey_anisotropy,
+    loss_matched,
 
 
 rule table_3_1:
@@ -256,3 +257,23 @@ rule table_godey_anisotropy:
         "../envs/report.yaml"
     script:
         "../workflow/scripts/table_godey_anisotropy.py"
+
+
+rule loss_matched:
+    input:
+        unpack(loss_matched_inputs),
+    output:
+        table=reported(table_path("table_loss_matched"), "table_loss_matched", REPORT_OVERSMOOTHING),
+        **figure_outputs("figure_loss_matched", REPORT_OVERSMOOTHING),
+    params:
+        library=library_code("loss_matched"),
+        models=bottleneck_models(config),
+        points=training_points_models(),
+        pairs=metric_pairs(training_points_models()),
+        loss_levels=config["checkpoints"]["loss_levels"],
+    log:
+        log_path("report", "loss_matched"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/loss_matched.py"

@@ -9,7 +9,7 @@ rule tbat:
         positions=tbat_path("{model}"),
         summary=tbat_path("{model}", "summary"),
     wildcard_constraints:
-        model=r"bn-\d+",
+        model=BOTTLENECKED,
     params:
         library=library_code("tbat"),
         tbat=settings_without_threads(config["tbat"]),

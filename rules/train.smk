@@ -3,7 +3,7 @@
 
 
 wildcard_constraints:
-    model=r"bn-\d+|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+",
+    model=rf"{BOTTLENECKED}|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+",
 
 
 rule train_model:
@@ -54,3 +54,21 @@ rule evaluate_model:
         "../envs/torch.yaml"
     script:
         "../workflow/scripts/evaluate_model.py"
+
+
+rule checkpoint_model:
+    input:
+        trained=model_path("{model}", "config.json"),
+    output:
+        model_path("{model}@{iteration}", "best.pt"),
+    wildcard_constraints:
+        model=r"bn-\d+",
+        iteration=r"\d+",
+    params:
+        library=library_code("checkpoint_model"),
+    log:
+        log_path("train", "{model}@{iteration}"),
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/checkpoint_model.py"

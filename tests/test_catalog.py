@@ -5,6 +5,8 @@ import pytest
 from oversmooth.catalog import (
     all_models,
     bottleneck_of,
+    checkpoint_models,
+    checkpoint_parts,
     family_models,
     linear_head_models,
     sampled_models,
@@ -48,3 +50,14 @@ def test_bottleneck_of_every_constrained_name():
 def test_a_judge_only_ground_truth_is_not_sampled(config):
     assert sampled_models(config)[-2:] == ["mos-4", "gt-nanogpt"]  # gt-smollm2 has `sample: false`
     assert "gt-smollm2" in all_models(config) and "gt-smollm2" not in trained_models(config)
+
+
+def test_checkpoints_are_models_of_the_family_with_their_run_s_settings(config):
+    config["checkpoints"]["iterations"] = [80, 160]
+    assert checkpoint_models(config)[:3] == ["bn-4@80", "bn-4@160", "bn-8@80"] and len(checkpoint_models(config)) == 10
+    assert checkpoint_models(config, "bn-16") == ["bn-16@80", "bn-16@160"]
+    assert checkpoint_parts("bn-16@80") == ("bn-16", 80) and checkpoint_parts("bn-16") == ("bn-16", None)
+    assert bottleneck_of("bn-16@80") == 16
+    assert training_settings(config, "bn-16@80") == training_settings(config, "bn-16")
+    with pytest.raises(ValueError, match="'bn-16@x' is not a checkpoint"):
+        checkpoint_parts("bn-16@x")

@@ -95,6 +95,18 @@ def test_more_sampling_prompts_than_eval_prompts_is_rejected(repo):
         validate_config(config)
 
 
+def test_checkpoint_iterations_must_be_ones_whose_weights_are_kept(repo):
+    base = load_config(repo / "config" / "config.yaml")
+    with pytest.raises(ConfigError, match=r"checkpoints.iterations: bn-4 keeps no weights at iteration 100 \(it keeps them every 40"):
+        validate_config({**base, "checkpoints": {"iterations": [80, 100]}})
+    with pytest.raises(ConfigError, match=r"checkpoints.iterations: bn-4 keeps no weights at iteration 280 .*max_iters 240"):
+        validate_config({**base, "checkpoints": {"iterations": [280]}})
+    overrides = {"bn-8": {"train": {"keep_weights_every": 0}}}
+    with pytest.raises(ConfigError, match=r"bn-8 keeps no weights at iteration 80 .*keep_weights_every 0"):
+        validate_config({**base, "checkpoints": {"iterations": [80]}, "model_overrides": overrides})
+    assert validate_config({**base, "checkpoints": {"iterations": [80, 160]}})["checkpoints"]["loss_levels"] == 4
+
+
 def test_deep_update_merges_dicts_and_replaces_lists():
     base = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
     override = {"a": {"c": [3]}, "e": 2}
@@ -116,7 +128,7 @@ def test_token_ground_truths_take_defaults_and_name_bad_settings(repo):
     config = _default(repo)
     config["ground_truths"].append({"name": "other", "kind": "token", "path": "/models/other"})
     validate_config(config)
-    assert config["ground_truths"][2] == {"name": "other", "kind": "token", "path": "/models/other", "beam": 4,
+    assert config["ground_truths"][2] == {"name": "other", "kind": "token", "path": "/models/other", "beam": 2,
                                           "prune_ratio": 0.0001, "context_backoff_tokens": 2, "batch_size": 8,
                                           "dtype": "float32", "sample": True}
     assert config["ground_truths"][0]["sample"] is False and config["ground_truths"][1]["sample"] is True

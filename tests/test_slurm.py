@@ -109,6 +109,11 @@ def test_gpu_rules_ask_for_a_gpu_and_cpu_rules_go_to_the_cpu_partition(slurm_run
             assert job["Partition"] == CPU_PARTITION and "gpu" not in job.get("TresPerJob", ""), job
     train = next(job for job in jobs if rule_of(job) == "train_model")
     assert "mem=2000M" in train["TRES"]
+    # one training job per model; a checkpoint's logits go to the GPU partition, its metrics and TBAT to the CPU one
+    assert sum(rule_of(job) == "train_model" for job in jobs) == 4  # bn-4, bn-64, mos-4, gt-nanogpt
+    checkpoint_jobs = {rule_of(job): job["Partition"] for job in jobs if "bn-4@10" in job["Comment"]}
+    assert checkpoint_jobs == {"checkpoint_model": CPU_PARTITION, "extract_logits": GPU_PARTITION,
+                               "oversmoothing_metrics": CPU_PARTITION, "tbat": CPU_PARTITION}
 
 
 def test_nothing_left_to_do_after_the_slurm_run(slurm_run, cluster):

@@ -18,6 +18,8 @@ from oversmooth.train import (
     PREEMPTED_EXIT_CODE,
     TrainConfig,
     TrainSpec,
+    export_checkpoint,
+    kept_weights_path,
     learning_rate,
     load_model,
     resume_path,
@@ -60,7 +62,7 @@ def test_learning_rate_schedule_hand_values():
 
 def test_training_writes_checkpoints_and_log_and_learns(shards, tmp_path):
     state = train_model(_spec(shards, tmp_path))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "config.json", "last.pt", "train_log.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "config.json", "kept", "last.pt", "train_log.csv"]
     log = pd.read_csv(tmp_path / "train_log.csv")
     assert list(log.columns) == [
         "iteration", "tokens_seen", "train_loss", "val_loss", "lr", "seconds", "head_singular_entropy_gap",
@@ -112,6 +114,32 @@ def test_interrupted_and_resumed_training_matches_uninterrupted(shards, tmp_path
     log_resumed = pd.read_csv(tmp_path / "resumed" / "train_log.csv").drop(columns="seconds")
     pd.testing.assert_frame_equal(log_full, log_resumed)
     assert not resume_path(tmp_path / "resumed").exists()
+
+
+def test_kept_weights_at_an_iteration_are_those_of_a_run_stopped_there(shards, tmp_path):
+    state = train_model(_spec(shards, tmp_path / "full", train={**TRAIN, "keep_weights_every": 2}))
+    assert json.loads((tmp_path / "full" / "config.json").read_text())["kept_iterations"] == [0, 12, 24]
+    assert sorted(p.name for p in (tmp_path / "full" / "kept").iterdir()) == ["0.pt", "12.pt", "24.pt"]
+    with pytest.raises(SystemExit):  # the same run, stopped after 12 iterations: its resume state has its weights
+        train_model(_spec(shards, tmp_path / "stopped", train={**TRAIN, "keep_weights_every": 2}, stop_after_iters=12))
+    stopped = torch.load(resume_path(tmp_path / "stopped"), weights_only=False)["model"]
+    export_checkpoint(tmp_path / "full", 12, tmp_path / "m@12" / "best.pt", "m@12")
+    checkpoint = torch.load(tmp_path / "m@12" / "best.pt", weights_only=True)
+    assert all(torch.equal(checkpoint["model"][k], stopped[k]) for k in stopped)
+    assert checkpoint["name"] == "m@12" and checkpoint["iteration"] == 12
+    assert checkpoint["val_loss"] == pytest.approx(next(r["val_loss"] for r in state.rows if r["iteration"] == 12), abs=1e-6)
+    assert load_model(tmp_path / "m@12" / "best.pt").config.bottleneck == 4
+    with pytest.raises(FileNotFoundError, match=r"m@18: the training of m kept no weights at iteration 18 \(kept at \[0, 12, 24\]"):
+        export_checkpoint(tmp_path / "full", 18, tmp_path / "m@18" / "best.pt", "m@18")
+    assert not (tmp_path / "m@18").exists()
+
+
+def test_a_fresh_run_drops_weights_kept_by_a_run_with_other_settings(shards, tmp_path):
+    train_model(_spec(shards, tmp_path, train={**TRAIN, "max_iters": 12}))
+    stale = kept_weights_path(tmp_path, 12).read_bytes()
+    train_model(_spec(shards, tmp_path, train={**TRAIN, "max_iters": 12, "seed": 6, "keep_weights_every": 0}))
+    assert not kept_weights_path(tmp_path, 12).exists() and stale
+    assert json.loads((tmp_path / "config.json").read_text())["kept_iterations"] == []
 
 
 def test_resume_state_from_other_settings_is_ignored(shards, tmp_path):

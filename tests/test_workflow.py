@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+import torch
 from workflow_helpers import REPO, SNAKEMAKE, planned_rules, snakemake
 
 from oversmooth.io import sha256_file
@@ -31,7 +32,7 @@ def test_dry_run_lists_every_rule(smoke_run):
         "extract_logits", "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "figure_4_3",
         "tbat", "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "perplexity_model", "quality",
         "quality_table", "sample_table", "figure_5_1", "svd_model", "effective_rank", "table_7_3", "ngram_rank",
-        "anisotropy", "table_godey_anisotropy", "rank_constrained_head", "all",
+        "anisotropy", "table_godey_anisotropy", "rank_constrained_head", "checkpoint_model", "loss_matched", "all",
     }
     assert planned_rules(dry_output) == expected
 
@@ -61,7 +62,7 @@ def test_smoke_run_trains_every_model_and_writes_table_3_1(smoke_run):
     assert table["heldout_loss"].notna().all() and (table["accuracy_pct"] > 0).all()
     for model in ("bn-4", "bn-64", "mos-4", "gt-nanogpt"):
         folder = results / "models" / model
-        assert sorted(p.name for p in folder.iterdir()) == ["best.pt", "config.json", "last.pt", "train_log.csv"]
+        assert sorted(p.name for p in folder.iterdir()) == ["best.pt", "config.json", "kept", "last.pt", "train_log.csv"]
         assert "reached max_iters" in (results / "logs" / "train" / f"{model}.log").read_text()
     for ext in ("png", "pdf"):
         assert (results / "figures" / f"figure_3_1.{ext}").stat().st_size > 1000
@@ -74,7 +75,8 @@ def test_changing_one_bottleneck_reruns_only_that_model_and_its_descendants(smok
         "train_model", "evaluate_model", "table_3_1", "training_figure", "extract_logits", "oversmoothing_metrics",
         "metrics_table", "position_figure", "figure_4_2", "figure_4_3", "tbat", "unargmaxable", "table_b",
         "time_metrics", "table_i_1", "sample", "quality", "quality_table", "sample_table", "figure_5_1",
-        "effective_rank", "table_7_3", "anisotropy", "table_godey_anisotropy", "rank_constrained_head", "all",
+        "effective_rank", "table_7_3", "anisotropy", "table_godey_anisotropy", "rank_constrained_head",
+        "checkpoint_model", "loss_matched", "all",
     }  # no svd_model: the SVD heads come from bn-64, the widest bottleneck; no ngram_rank: the data is unchanged
     assert "wildcards: model=bn-4" in output
     assert "model=bn-64" not in output and "model=gt-nanogpt" not in output
@@ -94,7 +96,7 @@ def test_changing_a_prompt_setting_reruns_the_prompts_and_their_readers_not_trai
         "select_prompts", "extract_logits", "oversmoothing_metrics", "metrics_table",
         "position_figure", "figure_4_2", "figure_4_3", "tbat", "time_metrics", "table_i_1",
         "sample", "quality", "quality_table", "sample_table", "figure_5_1", "effective_rank", "table_7_3",
-        "anisotropy", "table_godey_anisotropy", "all",
+        "anisotropy", "table_godey_anisotropy", "loss_matched", "all",
     }
 
 
@@ -145,7 +147,8 @@ def test_smoke_run_writes_logits_metrics_tables_and_figures(smoke_run):
 def test_changing_a_metric_setting_reruns_metrics_and_tables_only(smoke_run, tmp_path):
     output = dry_run_with_override(smoke_run, tmp_path, "metrics:\n  tau: 0.8\n")
     assert planned_rules(output) == {
-        "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "time_metrics", "table_i_1", "all",
+        "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "time_metrics", "table_i_1",
+        "loss_matched", "all",
     }
 
 
@@ -154,7 +157,8 @@ def test_a_setting_given_with_config_on_the_command_line_reruns_like_an_override
     _, workdir, _ = smoke_run
     result = snakemake(workdir, "-n", "all", "--config", 'metrics={"tau": 0.8}')
     assert planned_rules(result.stdout + result.stderr) == {
-        "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "time_metrics", "table_i_1", "all",
+        "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "time_metrics", "table_i_1",
+        "loss_matched", "all",
     }
 
 
@@ -240,7 +244,7 @@ def test_tbat_of_a_trained_model_equals_the_definition_at_real_positions(smoke_r
 @pytest.mark.workflow
 def test_changing_a_tbat_setting_reruns_tbat_and_its_tables_only(smoke_run, tmp_path):
     output = dry_run_with_override(smoke_run, tmp_path, "tbat:\n  threshold: 0.3\n")
-    assert planned_rules(output) == {"tbat", "metrics_table", "time_metrics", "table_i_1", "all"}
+    assert planned_rules(output) == {"tbat", "metrics_table", "time_metrics", "table_i_1", "loss_matched", "all"}
     assert "table=table_4_2" not in output and "table=table_e_7" in output
 
 
@@ -426,3 +430,40 @@ def test_a_token_level_ground_truth_flows_into_evaluation_and_the_oversmoothing_
     assert evaluation["bytes"] > 0 and np.isfinite(evaluation["heldout_loss"])
     assert evaluation["token_level_loss"] >= evaluation["heldout_loss"] - 0.05  # its own tokenisation among all
     assert "job stopped" not in (workdir / "results" / "logs" / "logits" / "gt-tiny.log").read_text()
+
+
+@pytest.mark.workflow
+def test_smoke_run_analyses_the_family_along_training(smoke_run):
+    _, workdir, _ = smoke_run
+    results = workdir / "results"
+    for model in ("bn-4", "bn-64"):
+        for iteration in (0, 10):
+            checkpoint = torch.load(results / "models" / f"{model}@{iteration}" / "best.pt", weights_only=True)
+            kept = torch.load(results / "models" / model / "kept" / f"{iteration}.pt", weights_only=True)
+            assert checkpoint["iteration"] == iteration and checkpoint["name"] == f"{model}@{iteration}"
+            assert all(torch.equal(checkpoint["model"][k], kept["model"][k]) for k in kept["model"])
+            assert (results / "tbat" / f"{model}@{iteration}.summary.csv").exists()
+            assert (results / "metrics" / f"{model}@{iteration}__gt-nanogpt.summary.csv").exists()
+    table = pd.read_csv(results / "tables" / "table_loss_matched.csv")
+    assert list(table.columns) == ["ground_truth", "method", "metric", "val_loss", "bn-4", "bn-64", "n_bottlenecks",
+                                   "spearman_k"]
+    assert set(table["metric"]) == {"TTO", "NSMD", "TBAT"} and set(table["ground_truth"]) == {"gt-nanogpt", "-"}
+    shared = table[table["n_bottlenecks"] == 2]  # losses both runs passed through (between 0 and 10 for bn-64)
+    assert len(shared) and shared[["bn-4", "bn-64"]].notna().all().all()
+    for ext in ("png", "pdf"):
+        assert (results / "figures" / f"figure_loss_matched.{ext}").stat().st_size > 1000
+
+
+@pytest.mark.workflow
+def test_removing_checkpoints_retrains_nothing_and_adding_one_builds_only_its_jobs(smoke_run, tmp_path):
+    # (an earlier test may have left a table built for another config: compare with what runs without the change)
+    _, workdir, _ = smoke_run
+    unchanged = planned_rules(snakemake(workdir, "-n", "all").stdout)
+    output = dry_run_with_override(smoke_run, tmp_path, "checkpoints:\n  iterations: []\n")
+    assert planned_rules(output) - unchanged <= {"all"}
+    output = dry_run_with_override(smoke_run, tmp_path, "checkpoints:\n  iterations: [0, 10, 20]\n")
+    assert planned_rules(output) - unchanged - {"all"} == {
+        "checkpoint_model", "extract_logits", "oversmoothing_metrics", "tbat", "loss_matched",
+    }
+    assert "wildcards: model=bn-4@20" in output and "train_model" not in output
+    assert "wildcards: model=bn-4@10\n" not in output and "wildcards: model=bn-4@10," not in output

@@ -1,5 +1,6 @@
 """The models of a config: bottlenecked family `bn-<k>` with its Mixture-of-Softmaxes members `mos-<k>`,
-SVD-imposed heads `svd-r<r>` (thesis §7.1) and ground truths `gt-<name>`, with their settings."""
+SVD-imposed heads `svd-r<r>` (thesis §7.1), ground truths `gt-<name>`, and checkpoints `bn-<k>@<iteration>` (the
+weights of `bn-<k>` after that many training iterations), with their settings."""
 
 from __future__ import annotations
 
@@ -13,12 +14,33 @@ def bottleneck_name(k: int) -> str:
 
 
 def bottleneck_of(name: str) -> int:
-    """The constraint of a model's head: k of a bottlenecked model `bn-<k>` or a Mixture-of-Softmaxes `mos-<k>`,
-    r of an SVD-imposed `svd-r<r>`."""
+    """The constraint of a model's head: k of a bottlenecked model `bn-<k>` (or a checkpoint of it) or a
+    Mixture-of-Softmaxes `mos-<k>`, r of an SVD-imposed `svd-r<r>`."""
+    name = checkpoint_parts(name)[0]
     for prefix in ("bn-", "mos-", "svd-r"):
         if name.startswith(prefix) and name.removeprefix(prefix).isdigit():
             return int(name.removeprefix(prefix))
     raise ValueError(f"{name!r} is not a constrained model bn-<k>, mos-<k> or svd-r<r>")
+
+
+def checkpoint_name(model: str, iteration: int) -> str:
+    return f"{model}@{iteration}"
+
+
+def checkpoint_parts(name: str) -> tuple[str, int | None]:
+    """(trained model, iteration) of a checkpoint `<model>@<iteration>`; (name, None) for any other model."""
+    model, at, iteration = name.partition("@")
+    if not at:
+        return name, None
+    if not iteration.isdigit():
+        raise ValueError(f"{name!r} is not a checkpoint <model>@<iteration>")
+    return model, int(iteration)
+
+
+def checkpoint_models(config: Mapping, model: str | None = None) -> list[str]:
+    """The checkpoints of the bottlenecked family (or of one `model`): one per `checkpoints.iterations` entry."""
+    models = bottleneck_models(config) if model is None else [model]
+    return [checkpoint_name(m, it) for m in models for it in config["checkpoints"]["iterations"]]
 
 
 def mos_name(k: int) -> str:
@@ -100,8 +122,9 @@ def ground_truth(config: Mapping, name: str) -> dict:
 
 
 def training_settings(config: Mapping, name: str) -> dict:
-    """`{"model": ..., "train": ...}` for a trained model: the shared `model`/`train` sections, the
-    ground truth's own sections, then `model_overrides[name]`; the seed comes from `seed`."""
+    """`{"model": ..., "train": ...}` for a trained model (a checkpoint: its model's): the shared `model`/`train`
+    sections, the ground truth's own sections, then `model_overrides[name]`; the seed comes from `seed`."""
+    name = checkpoint_parts(name)[0]
     settings = {"model": dict(config["model"]), "train": dict(config["train"])}
     settings["train"]["seed"] = config["seed"]
     if name.startswith("bn-"):

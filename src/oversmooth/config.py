@@ -68,6 +68,7 @@ def validate_config(config: dict, schema_path: str | os.PathLike = SCHEMA_PATH) 
     _check_unique_source_labels(config)
     _check_rank_settings(config)
     _check_sampling_prompts(config)
+    _check_checkpoints(config)
     return config
 
 
@@ -130,6 +131,25 @@ def _check_sampling_prompts(config: Mapping) -> None:
             f"invalid config:\n  sampling.n_prompts: {wanted} exceeds eval.n_prompts {available} (the prompts it "
             "samples from); raise eval.n_prompts or lower sampling.n_prompts"
         )
+
+
+def _check_checkpoints(config: Mapping) -> None:
+    """Every checkpoint iteration must be one at which each bottlenecked model keeps its weights."""
+    from oversmooth.catalog import bottleneck_models, training_settings  # local import: catalog imports this
+
+    problems = []
+    for model in bottleneck_models(config) if config.get("checkpoints") else []:
+        train = training_settings(config, model)["train"]
+        every = train["eval_interval"] * train["keep_weights_every"]
+        for iteration in config["checkpoints"]["iterations"]:
+            if not train["keep_weights_every"] or iteration % every or iteration > train["max_iters"]:
+                problems.append(
+                    f"  checkpoints.iterations: {model} keeps no weights at iteration {iteration} (it keeps them every "
+                    f"{every} iterations up to train.max_iters {train['max_iters']}; train.keep_weights_every "
+                    f"{train['keep_weights_every']})"
+                )
+    if problems:
+        raise ConfigError("invalid config:\n" + "\n".join(problems))
 
 
 def _check_rank_settings(config: Mapping) -> None:

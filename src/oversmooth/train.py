@@ -1,6 +1,9 @@
 """Training of byte-level GPTs (thesis §3.3): AdamW, warm-up + cosine decay, gradient accumulation,
 periodic evaluation, early stopping, checkpoints that survive SIGTERM, and DDP through torchrun.
 
+Every `keep_weights_every`-th evaluation also keeps the weights of that moment (`kept_weights_path`), from which
+`export_checkpoint` makes a model `<name>@<iteration>` of its own (oversmoothing along training).
+
 Data order does not depend on the number of processes: every iteration draws `grad_accum`
 micro-batches from one seeded stream, and with DDP rank r takes micro-batches r, r + W, ...; the
 averaged gradient is then the single-process one. Everything that evolves (weights, optimizer,
@@ -62,6 +65,7 @@ class TrainConfig:
     seed: int = 1234
     threads: int = 1
     compile: bool = False
+    keep_weights_every: int = 1  # evaluations between the weights kept on disk (0: none)
 
 
 @dataclass
@@ -194,6 +198,32 @@ def resume_path(out_dir: Path) -> Path:
     return out_dir / "resume.pt"
 
 
+def kept_weights_path(out_dir: str | os.PathLike, iteration: int) -> Path:
+    """The weights a run kept at an evaluation: like the resume state, not a declared output (a retried job keeps
+    those of its earlier attempts)."""
+    return Path(out_dir) / "kept" / f"{iteration}.pt"
+
+
+def drop_kept_weights(out_dir: str | os.PathLike) -> None:
+    for stale in kept_weights_path(out_dir, 0).parent.glob("*.pt"):
+        stale.unlink()
+
+
+def export_checkpoint(train_dir: str | os.PathLike, iteration: int, out: str | os.PathLike, name: str) -> None:
+    """The weights a finished run kept at `iteration`, as the checkpoint `best.pt` of a model `name` of its own."""
+    info = json.loads((Path(train_dir) / "config.json").read_text())
+    kept = kept_weights_path(train_dir, iteration)
+    if iteration not in info.get("kept_iterations", []) or not kept.exists():
+        raise FileNotFoundError(
+            f"{name}: the training of {info['name']} kept no weights at iteration {iteration} (kept at "
+            f"{info.get('kept_iterations', [])}; it ran {info['iterations']} iterations, {info['stopped']}); list only "
+            "kept iterations in config `checkpoints.iterations` (multiples of train.eval_interval x "
+            "train.keep_weights_every, before any early stop)"
+        )
+    payload = torch.load(kept, map_location="cpu", weights_only=True)
+    save_torch({**payload, "name": name}, Path(out))
+
+
 # ----------------------------------------------------------------------------------------------
 # The loop
 
@@ -245,6 +275,8 @@ def train_model(spec: TrainSpec) -> TrainState:
         log.info("resumed %s at iteration %d (best val loss %.4f)", spec.name, state.iteration, state.best_val_loss)
     else:
         log.info("training %s from scratch: %d parameters, %s", spec.name, model.num_parameters(), model_cfg)
+        if runtime.is_main:  # weights kept by an earlier run (other settings) must not pass for this one's
+            drop_kept_weights(out_dir)
     ddp_model = DistributedDataParallel(model) if runtime.world_size > 1 else model
     forward = torch.compile(ddp_model) if cfg.compile else ddp_model
 
@@ -339,6 +371,10 @@ def _evaluate(model, val_data, train_data, cfg, runtime, state, start, spec, bes
         "head_singular_entropy_gap": round(singular_entropy_gap(singular_values(model.output_matrix())), 6),
     }
     state.rows.append(row)
+    if runtime.is_main and _keeps_weights(state.iteration, cfg):
+        kept = kept_weights_path(spec.out_dir, state.iteration)
+        kept.parent.mkdir(exist_ok=True)
+        save_torch(checkpoint_payload(model, state, spec, val_loss), kept)
     if val_loss < state.best_val_loss:
         state.best_val_loss, state.best_iteration = val_loss, state.iteration
         state.evals_without_improvement = 0
@@ -359,6 +395,16 @@ def _evaluate(model, val_data, train_data, cfg, runtime, state, start, spec, bes
     else:
         _save_resume(Path(spec.out_dir), spec, model, optimizer, data_rng, state, best_weights, runtime)
     return best_weights
+
+
+def _keeps_weights(iteration: int, cfg: TrainConfig) -> bool:
+    """Whether the evaluation at `iteration` keeps the weights: every `keep_weights_every`-th of the regular ones,
+    the first (the initialisation, iteration 0) included."""
+    return cfg.keep_weights_every > 0 and iteration % (cfg.eval_interval * cfg.keep_weights_every) == 0
+
+
+def kept_iterations(state: TrainState, cfg: TrainConfig) -> list[int]:
+    return [row["iteration"] for row in state.rows if _keeps_weights(row["iteration"], cfg)]
 
 
 def _param_groups(model: GPT, weight_decay: float) -> list[dict]:
@@ -406,7 +452,8 @@ def _load_resume(out_dir, spec, model, optimizer, data_rng, runtime):
 
 
 def _write_final(out_dir: Path, spec: TrainSpec, model: GPT, state: TrainState, best_weights: dict | None) -> None:
-    """last.pt (final weights), best.pt (lowest validation loss), train_log.csv, config.json; drop the resume state."""
+    """last.pt (final weights), best.pt (lowest validation loss), train_log.csv, config.json (with the iterations whose
+    weights were kept); drop the resume state."""
     last_val = state.rows[-1]["val_loss"] if state.rows else math.nan
     save_torch(checkpoint_payload(model, state, spec, last_val), out_dir / "last.pt")
     best = checkpoint_payload(model, state, spec, state.best_val_loss)
@@ -428,6 +475,7 @@ def _write_final(out_dir: Path, spec: TrainSpec, model: GPT, state: TrainState, 
             "iterations": state.iteration,
             "tokens_seen": state.tokens_seen,
             "stopped": state.stopped,
+            "kept_iterations": kept_iterations(state, spec.train_config()),
         },
     )
     resume_path(out_dir).unlink(missing_ok=True)
