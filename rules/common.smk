@@ -10,18 +10,21 @@ from oversmooth.catalog import (
     ground_truth,
     ground_truth_models,
     linear_head_models,
+    main_bottleneck_models,
     sampled_models,
     svd_models,
     svd_source,
     trained_models,
     training_settings,
+    without_seed_runs,
 )
 from oversmooth.provenance import library_digest
 from oversmooth.metrics_report import e_table_names, tbat_table_names
 from oversmooth.quality_report import QUALITY_TABLES, SAMPLE_TABLES, nearest_models
 
 RESULTS = "results"
-BOTTLENECKED = r"bn-\d+(?:@\d+)?"  # a bottlenecked model or one of its checkpoints
+BOTTLENECK_RUN = r"bn-\d+(?:-s\d+)?"  # a bottlenecked model (under the master seed or another)
+BOTTLENECKED = rf"{BOTTLENECK_RUN}(?:@\d+)?"  # ... or one of its checkpoints
 
 # Report categories (`snakemake --report`); captions live in workflow/report/.
 REPORT_MODELS = "Models (ch. 3)"
@@ -216,10 +219,11 @@ def quality_table_models(wildcards):
 
 
 def position_figure_models(wildcards):
-    """The panels of Figure 4.1 (every model) or 7.1 (the SVD-imposed heads), then the ground truths."""
+    """The panels of Figure 4.1 (every model, seed runs aside) or 7.1 (the SVD-imposed heads), then the ground
+    truths."""
     if wildcards.figure == "figure_7_1":
         return [*svd_models(config), *ground_truth_models(config)]
-    return all_models(config)
+    return without_seed_runs(all_models(config))
 
 
 def figure_outputs(name, category):
@@ -261,16 +265,17 @@ def rank_constrained_inputs(wildcards):
 
 
 def training_points_models():
-    """The points of the analysis along training: every checkpoint of the family, then its best weights."""
-    return checkpoint_models(config) + bottleneck_models(config)
+    """The points of the analysis along training: every checkpoint of the family (master seed), then its best
+    weights."""
+    return checkpoint_models(config) + main_bottleneck_models(config)
 
 
 def loss_matched_inputs(wildcards):
     """Each bottleneck's training log and summary (best iteration), and each point's metrics and TBAT summaries."""
     points = training_points_models()
     return {
-        "logs": [model_path(m, "train_log.csv") for m in bottleneck_models(config)],
-        "configs": [model_path(m, "config.json") for m in bottleneck_models(config)],
+        "logs": [model_path(m, "train_log.csv") for m in main_bottleneck_models(config)],
+        "configs": [model_path(m, "config.json") for m in main_bottleneck_models(config)],
         "summaries": [metrics_path(m, gt, "summary") for m, gt in metric_pairs(points)],
         "tbat": [tbat_path(m, "summary") for m in points],
     }

@@ -31,7 +31,7 @@ rule effective_rank:
     output:
         rank_path("{model}", "effective_rank"),
     wildcard_constraints:
-        model=r"bn-\d+|gt-[A-Za-z0-9_.]+",
+        model=rf"{BOTTLENECK_RUN}|gt-[A-Za-z0-9_.]+",
     params:
         library=library_code("effective_rank"),
         rank={k: config["rank"][k] for k in ("positions", "threshold")},
@@ -74,7 +74,7 @@ rule anisotropy:
     output:
         rank_path("{model}", "anisotropy"),
     wildcard_constraints:
-        model=r"bn-\d+|mos-\d+|gt-[A-Za-z0-9_.]+",
+        model=rf"{BOTTLENECK_RUN}|mos-\d+|gt-[A-Za-z0-9_.]+",
     params:
         library=library_code("anisotropy"),
         positions=config["rank"]["positions"],

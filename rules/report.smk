@@ -152,12 +152,12 @@ rule table_b:
 
 rule table_i_1:
     input:
-        [timing_path(m) for m in bottleneck_models(config)],
+        [timing_path(m) for m in main_bottleneck_models(config)],  # speed does not depend on the seed
     output:
         reported(table_path("table_i_1"), "table_i_1", REPORT_EXACT),
     params:
         library=library_code("table_i_1"),
-        models=bottleneck_models(config),
+        models=main_bottleneck_models(config),
     log:
         log_path("report", "table_i_1"),
     conda:
@@ -196,7 +196,7 @@ rule sample_table:
     params:
         library=library_code("sample_table"),
         models=sampled_models(config),
-        shown=lambda w: sampled_models(config) if w.sample_table == "samples_appendix_g" else nearest_models(bottleneck_models(config)),
+        shown=lambda w: sampled_models(config) if w.sample_table == "samples_appendix_g" else nearest_models(main_bottleneck_models(config)),
         methods=lambda w: [m for m in SAMPLE_TABLES[w.sample_table] if m in config["decoding"]["methods"]],
         prompt=config["figures"]["sample_prompt"],
         n_prompts=config["sampling"]["n_prompts"],
@@ -267,7 +267,7 @@ rule loss_matched:
         **figure_outputs("figure_loss_matched", REPORT_OVERSMOOTHING),
     params:
         library=library_code("loss_matched"),
-        models=bottleneck_models(config),
+        models=main_bottleneck_models(config),
         points=training_points_models(),
         pairs=metric_pairs(training_points_models()),
         loss_levels=config["checkpoints"]["loss_levels"],

@@ -48,7 +48,7 @@ rule quality:
         per_sample=quality_path("{model}"),
         summary=quality_path("{model}", "summary"),
     wildcard_constraints:
-        model=r"bn-\d+|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+|human",
+        model=rf"{BOTTLENECK_RUN}|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+|human",
     params:
         library=library_code("quality"),
         quality=config["quality"],

@@ -35,7 +35,7 @@ rule unargmaxable:
     output:
         unargmaxable_path("{model}"),
     wildcard_constraints:
-        model=r"bn-\d+",
+        model=BOTTLENECK_RUN,
     params:
         library=library_code("unargmaxable"),
         settings=config["unargmaxable"],
@@ -60,7 +60,7 @@ rule time_metrics:
     output:
         timing_path("{model}"),
     wildcard_constraints:
-        model=r"bn-\d+",
+        model=BOTTLENECK_RUN,
     params:
         library=library_code("time_metrics"),
         timing=config["timing"],

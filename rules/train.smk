@@ -16,7 +16,7 @@ rule train_model:
         train_log=model_path("{model}", "train_log.csv"),
         config=model_path("{model}", "config.json"),
     wildcard_constraints:
-        model=r"bn-\d+|mos-\d+|gt-[A-Za-z0-9_.]+",  # svd-r<r> models are made by rule svd_model, not trained
+        model=rf"{BOTTLENECK_RUN}|mos-\d+|gt-[A-Za-z0-9_.]+",  # svd-r<r> models are made by rule svd_model, not trained
     params:
         library=library_code("train_model"),
         settings=lambda w: training_params(w.model),
@@ -62,7 +62,7 @@ rule checkpoint_model:
     output:
         model_path("{model}@{iteration}", "best.pt"),
     wildcard_constraints:
-        model=r"bn-\d+",
+        model=BOTTLENECK_RUN,
         iteration=r"\d+",
     params:
         library=library_code("checkpoint_model"),

@@ -10,9 +10,11 @@ from oversmooth.catalog import (
     family_models,
     linear_head_models,
     sampled_models,
+    seed_parts,
     svd_source,
     trained_models,
     training_settings,
+    without_seed_runs,
 )
 from oversmooth.config import load_config
 
@@ -61,3 +63,22 @@ def test_checkpoints_are_models_of_the_family_with_their_run_s_settings(config):
     assert training_settings(config, "bn-16@80") == training_settings(config, "bn-16")
     with pytest.raises(ValueError, match="'bn-16@x' is not a checkpoint"):
         checkpoint_parts("bn-16@x")
+
+
+def test_seed_runs_join_every_bottleneck_list_with_their_own_seed_and_the_shared_settings(config):
+    config["train"]["seeds"] = [3, 9]
+    config["model_overrides"]["bn-4-s9"] = {"train": {"max_iters": 11}}
+    config["checkpoints"]["iterations"] = [80]
+    assert family_models(config)[:4] == ["bn-4", "bn-4-s3", "bn-4-s9", "bn-8"] and len(family_models(config)) == 16
+    assert checkpoint_models(config) == ["bn-4@80", "bn-8@80", "bn-16@80", "bn-32@80", "bn-256@80"]  # master seed
+    assert seed_parts("bn-4-s9") == ("bn-4", 9) and seed_parts("bn-4") == ("bn-4", None)
+    assert seed_parts("gt-a-s1") == ("gt-a-s1", None) and bottleneck_of("bn-16-s3@80") == 16
+    assert without_seed_runs(family_models(config))[:2] == ["bn-4", "bn-8"]
+    main, run = training_settings(config, "bn-4"), training_settings(config, "bn-4-s3")
+    assert main["train"]["seed"] == config["seed"] and run["train"]["seed"] == 3
+    assert {**run["train"], "seed": main["train"]["seed"]} == main["train"] and run["model"] == main["model"]
+    assert "seeds" not in main["train"]  # adding a seed changes no other run's settings
+    assert training_settings(config, "bn-4-s9")["train"]["max_iters"] == 11
+    assert training_settings(config, "bn-4-s3")["train"]["max_iters"] == 240
+    with pytest.raises(KeyError, match=r"bn-4-s5: seed 5 is not in config `train.seeds` \[3, 9\]"):
+        training_settings(config, "bn-4-s5")

@@ -107,6 +107,15 @@ def test_checkpoint_iterations_must_be_ones_whose_weights_are_kept(repo):
     assert validate_config({**base, "checkpoints": {"iterations": [80, 160]}})["checkpoints"]["loss_levels"] == 4
 
 
+def test_seed_runs_need_seeds_other_than_the_master_seed(repo):
+    base = load_config(repo / "config" / "config.yaml")
+    with pytest.raises(ConfigError, match=r"train.seeds: \[5, 1234\] contains the master seed 1234"):
+        validate_config({**base, "train": {**base["train"], "seeds": [5, 1234]}})
+    with pytest.raises(ConfigError, match=r"train.seeds.*non-unique"):
+        validate_config({**base, "train": {**base["train"], "seeds": [5, 5]}})
+    assert validate_config({**base, "train": {**base["train"], "seeds": [5]}})["train"]["seeds"] == [5]
+
+
 def test_deep_update_merges_dicts_and_replaces_lists():
     base = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
     override = {"a": {"c": [3]}, "e": 2}

@@ -109,9 +109,11 @@ def test_gpu_rules_ask_for_a_gpu_and_cpu_rules_go_to_the_cpu_partition(slurm_run
             assert job["Partition"] == CPU_PARTITION and "gpu" not in job.get("TresPerJob", ""), job
     train = next(job for job in jobs if rule_of(job) == "train_model")
     assert "mem=2000M" in train["TRES"]
-    # one training job per model; a checkpoint's logits go to the GPU partition, its metrics and TBAT to the CPU one
-    assert sum(rule_of(job) == "train_model" for job in jobs) == 4  # bn-4, bn-64, mos-4, gt-nanogpt
-    checkpoint_jobs = {rule_of(job): job["Partition"] for job in jobs if "bn-4@10" in job["Comment"]}
+    trained = sorted(job["Comment"].split("_wildcards_")[1] for job in jobs if rule_of(job) == "train_model")
+    assert trained == ["bn-4", "bn-4-s8", "bn-64", "bn-64-s8", "gt-nanogpt", "mos-4"]  # one job per (k, seed)
+    # a checkpoint's logits go to the GPU partition, its metrics and TBAT to the CPU one
+    checkpoint_jobs = {rule_of(job): job["Partition"] for job in jobs
+                       if "bn-4@10" in job["Comment"] or job["Comment"].endswith("_wildcards_bn-4_10")}
     assert checkpoint_jobs == {"checkpoint_model": CPU_PARTITION, "extract_logits": GPU_PARTITION,
                                "oversmoothing_metrics": CPU_PARTITION, "tbat": CPU_PARTITION}
 
@@ -125,7 +127,8 @@ def test_nothing_left_to_do_after_the_slurm_run(slurm_run, cluster):
 
 def test_a_training_job_stopped_by_slurm_resumes_from_its_state_on_retry(cluster, tmp_path):
     override = tmp_path / "long_training.yaml"
-    override.write_text("model_overrides:\n  bn-4:\n    train: {max_iters: 3000, eval_interval: 100}\n")
+    override.write_text("model_overrides:\n  bn-4:\n    train: {max_iters: 3000, eval_interval: 100}\n"
+                        "checkpoints: {iterations: []}\n")  # the smoke's checkpoint at iteration 10 is not kept here
     command = profile_command(tmp_path, "results/models/bn-4/best.pt", "--retries", "1", overrides=[override],
                               timeout_s=900)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -10,9 +10,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
-from workflow_helpers import REPO, SNAKEMAKE, planned_rules, snakemake
+from workflow_helpers import REPO, SNAKEMAKE, planned_jobs, planned_rules, report_rules, snakemake
 
 from oversmooth.io import sha256_file
+
+RUNS = ["bn-4", "bn-4-s8", "bn-64", "bn-64-s8"]  # config/smoke.yaml: bottlenecks [4, 64], train.seeds [8]
+SEED_ROWS = ["bn-4 (2 seeds: mean)", "bn-4 (2 seeds: sd)", "bn-64 (2 seeds: mean)", "bn-64 (2 seeds: sd)"]
+BOTTLENECK_ROWS = [*RUNS[:2], *SEED_ROWS[:2], *RUNS[2:], *SEED_ROWS[2:]]  # each k's runs, then their mean and sd
 
 
 def dry_run_with_override(smoke_run, folder, override_yaml: str) -> str:
@@ -58,9 +62,9 @@ def test_smoke_run_trains_every_model_and_writes_table_3_1(smoke_run):
     _, workdir, _ = smoke_run
     results = workdir / "results"
     table = pd.read_csv(results / "tables" / "table_3_1.csv")
-    assert table["model"].tolist() == ["bn-4", "bn-64", "mos-4", "gt-nanogpt"]
+    assert table["model"].tolist() == [*BOTTLENECK_ROWS, "mos-4", "gt-nanogpt"]
     assert table["heldout_loss"].notna().all() and (table["accuracy_pct"] > 0).all()
-    for model in ("bn-4", "bn-64", "mos-4", "gt-nanogpt"):
+    for model in (*RUNS, "mos-4", "gt-nanogpt"):
         folder = results / "models" / model
         assert sorted(p.name for p in folder.iterdir()) == ["best.pt", "config.json", "kept", "last.pt", "train_log.csv"]
         assert "reached max_iters" in (results / "logs" / "train" / f"{model}.log").read_text()
@@ -124,9 +128,10 @@ def test_smoke_run_writes_logits_metrics_tables_and_figures(smoke_run):
     positions = pq.read_table(results / "metrics" / "bn-4__gt-nanogpt.parquet")
     assert positions.schema.equals(POSITION_SCHEMA) and positions.num_rows == 8 * 64 * 5
     table = pd.read_csv(results / "tables" / "table_4_1.csv")
-    assert table["model"].tolist() == ["bn-4", "bn-64", "mos-4"]  # the MoS member gets its own row
+    assert table["model"].tolist() == [*BOTTLENECK_ROWS, "mos-4"]  # the MoS member gets its own row
+    table = table[~table["model"].str.endswith("seeds: sd)")]  # the sd rows: spreads, not metrics
     plain = table[table["model"] != "mos-4"]
-    assert plain["TBAT n_positions"].tolist() == [24, 24] and (plain["TBAT n_failed"] == 0).all()
+    assert plain["TBAT n_positions"].tolist() == [24] * 6 and (plain["TBAT n_failed"] == 0).all()
     assert ((plain["TBAT mean"] > 0) & (plain["TBAT mean"] <= 1)).all()  # k = 4, 64 < 256: both heads are low rank
     assert table.loc[table["model"] == "mos-4", "TBAT mean"].isna().all()  # TBAT assumes one linear head
     assert (table["TTO mean (gt-nanogpt)"] >= table["NSMD mean (gt-nanogpt)"]).all()
@@ -134,7 +139,7 @@ def test_smoke_run_writes_logits_metrics_tables_and_figures(smoke_run):
     assert ((low <= table["TTO mean (gt-nanogpt)"]) & (table["TTO mean (gt-nanogpt)"] <= high)).all()
     table_6_1 = pd.read_csv(results / "tables" / "table_6_1.csv")
     assert list(table_6_1.columns[3:]) == ["Pure mean", "Greedy mean", "Top-K mean", "Top-P mean", "Temp. mean"]
-    kl = table_6_1[table_6_1["metric"] == "KL"]
+    kl = table_6_1[(table_6_1["metric"] == "KL") & ~table_6_1["model"].str.endswith("seeds: sd)")]
     assert np.isinf(kl["Greedy mean"]).all() and np.isfinite(kl["Pure mean"]).all()  # never a silent epsilon
     for name in ("table_4_2", "table_e_1", "table_e_2", "table_e_7", "table_e_8", "table_f_1"):
         assert len(pd.read_csv(results / "tables" / f"{name}.csv")) > 0
@@ -253,7 +258,8 @@ def test_smoke_run_writes_tables_b_and_i_1(smoke_run):
     _, workdir, _ = smoke_run
     tables = workdir / "results" / "tables"
     table_b = pd.read_csv(tables / "table_b.csv").fillna("")
-    assert table_b["model"].tolist() == ["bn-4", "bn-64"]
+    assert table_b["model"].tolist() == BOTTLENECK_ROWS
+    table_b = table_b[table_b["model"].isin(RUNS)]
     assert (table_b["n_unargmaxable"] <= table_b["n_flagged_approx"]).all() and (table_b["n_failed"] == 0).all()
     assert (table_b["n_unargmaxable"] == table_b["unargmaxable"].str.split().str.len().fillna(0)).all()
     table_i = pd.read_csv(tables / "table_i_1.csv")
@@ -271,9 +277,10 @@ def test_smoke_run_samples_and_scores_quality(smoke_run):
     assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 5
     assert {len(c) for c in samples.column("continuation").to_pylist()} == {64}
     table = pd.read_csv(results / "tables" / "table_5_3.csv")
-    assert table["model"].tolist() == ["bn-4", "bn-64", "mos-4", "gt-nanogpt", "human"]
-    assert (table["perplexity_mean"] > 1).all() and table["byte_tv"].iloc[-1] == 0.0
-    assert len(pd.read_csv(results / "tables" / "table_6_2.csv")) == 4 * 3 + 1
+    assert table["model"].tolist() == [*BOTTLENECK_ROWS, "mos-4", "gt-nanogpt", "human"]
+    runs = table[~table["model"].isin(SEED_ROWS)]
+    assert (runs["perplexity_mean"] > 1).all() and table["byte_tv"].iloc[-1] == 0.0
+    assert len(pd.read_csv(results / "tables" / "table_6_2.csv")) == (len(BOTTLENECK_ROWS) + 2) * 3 + 1
     assert "**" in (results / "tables" / "table_5_1.md").read_text()
     for ext in ("png", "pdf"):
         assert (results / "figures" / f"figure_5_1.{ext}").stat().st_size > 1000
@@ -320,7 +327,7 @@ def test_smoke_run_writes_the_svd_and_effective_rank_tables(smoke_run):
     record = json.loads((results / "models" / "svd-r4" / "svd.json").read_text())
     assert record["source"].endswith("bn-64/best.pt") and 0 < record["energy_kept"] < 1
     ranks = pd.read_csv(results / "tables" / "table_7_3.csv").set_index("model")
-    assert list(ranks.index) == ["bn-4", "bn-64", "gt-nanogpt"] and (ranks["positions"] == 32).all()
+    assert list(ranks.index) == [*BOTTLENECK_ROWS, "gt-nanogpt"] and (ranks.loc[RUNS, "positions"] == 32).all()
     assert ranks.loc["bn-4", "Logits threshold rank"] <= 4 and ranks.loc["bn-4", "Post-bottleneck effective rank"] <= 4
     for ext in ("png", "pdf"):
         assert (results / "figures" / f"figure_7_1.{ext}").stat().st_size > 1000
@@ -347,6 +354,7 @@ def test_smoke_run_writes_godey_ngram_rank_and_anisotropy(smoke_run):
     assert ((ngram["effective_rank"] >= 1) & (ngram["energy_rank_0.9"] <= ngram["energy_rank_0.99"])).all()
     assert (ngram["contexts"] <= 4096).all() and ngram["context_coverage"].between(0, 1, inclusive="right").all()
     anisotropy = pd.read_csv(tables / "table_godey_anisotropy.csv")
+    anisotropy = anisotropy[~anisotropy["model"].isin(SEED_ROWS)]
     per_model = anisotropy.groupby("model")["representation"].apply(list)
     assert per_model["bn-4"] == ["embeddings", "block_1", "pre_bottleneck", "post_bottleneck"]
     assert per_model["gt-nanogpt"][:3] == ["embeddings", "block_1", "block_2"]
@@ -419,7 +427,8 @@ def test_a_token_level_ground_truth_flows_into_evaluation_and_the_oversmoothing_
     }  # no training: the nanogpt entry is the smoke config's own
     snakemake(workdir, *targets, overrides=[override])
     table = pd.read_csv(workdir / "results" / "tables" / "table_4_1.csv")
-    assert table["model"].tolist() == ["bn-4", "bn-64", "mos-4"]
+    assert table["model"].tolist() == [*BOTTLENECK_ROWS, "mos-4"]
+    table = table[~table["model"].isin(SEED_ROWS)]
     for gt in ("gt-nanogpt", "gt-tiny"):  # one column set per ground truth
         assert table[f"TTO mean ({gt})"].between(0, 1).all() and table[f"NSMD mean ({gt})"].notna().all()
     logits = pq.read_table(workdir / "results" / "logits" / "gt-tiny.parquet")
@@ -467,3 +476,43 @@ def test_removing_checkpoints_retrains_nothing_and_adding_one_builds_only_its_jo
     }
     assert "wildcards: model=bn-4@20" in output and "train_model" not in output
     assert "wildcards: model=bn-4@10\n" not in output and "wildcards: model=bn-4@10," not in output
+
+
+
+@pytest.mark.workflow
+def test_every_table_with_bottleneck_rows_gains_each_k_s_across_seed_mean_and_sd(smoke_run):
+    from oversmooth.seeds import combined_interval
+
+    _, workdir, _ = smoke_run
+    tables = workdir / "results" / "tables"
+    for name in ("table_3_1", "table_4_1", "table_4_2", "table_6_1", "table_e_1", "table_e_7", "table_f_1",
+                 "table_b", "table_5_3", "table_6_2", "table_7_3", "table_godey_anisotropy"):
+        models = set(pd.read_csv(tables / f"{name}.csv")["model"])
+        assert {"bn-4-s8", "bn-64-s8", *SEED_ROWS} <= models, name
+    table = pd.read_csv(tables / "table_3_1.csv").set_index("model")
+    runs = table.loc[["bn-4", "bn-4-s8"], "heldout_loss"]
+    assert runs.iloc[0] != runs.iloc[1]  # another seed, another run
+    assert table.loc["bn-4 (2 seeds: mean)", "heldout_loss"] == pytest.approx(runs.mean(), rel=1e-5)  # 6 digits
+    assert table.loc["bn-4 (2 seeds: sd)", "heldout_loss"] == pytest.approx(runs.std(), rel=1e-5)
+    table = pd.read_csv(tables / "table_4_1.csv").set_index("model")
+    runs = table.loc[["bn-64", "bn-64-s8"]]
+    stat = "TTO {} (gt-nanogpt)"
+    expected = combined_interval(*(runs[stat.format(s)].to_numpy() for s in ("mean", "ci_low", "ci_high")))
+    row = table.loc["bn-64 (2 seeds: mean)"]
+    assert (row[stat.format("ci_low")], row[stat.format("ci_high")]) == pytest.approx(expected, rel=1e-5)
+    assert row["bottleneck"] == 64 and row[stat.format("mean")] == pytest.approx(runs[stat.format("mean")].mean(),
+                                                                                 rel=1e-5)
+
+
+@pytest.mark.workflow
+def test_adding_a_seed_builds_only_its_runs_and_the_tables_and_removing_it_retrains_nothing(smoke_run, tmp_path):
+    _, workdir, _ = smoke_run
+    unchanged = planned_rules(snakemake(workdir, "-n", "all").stdout)  # an earlier test may have left work
+    output = dry_run_with_override(smoke_run, tmp_path, "train:\n  seeds: [8, 9]\n")
+    jobs = [(rule, wildcards) for rule, wildcards in planned_jobs(output) if rule not in unchanged]
+    model_jobs = [(rule, wildcards) for rule, wildcards in jobs if rule not in report_rules()]
+    assert ("train_model", "model=bn-4-s9") in model_jobs and ("train_model", "model=bn-64-s9") in model_jobs
+    assert all("-s9" in wildcards for _, wildcards in model_jobs), model_jobs
+    assert {"table_3_1", "metrics_table", "quality_table", "table_b"} <= {rule for rule, _ in jobs}
+    output = dry_run_with_override(smoke_run, tmp_path, "train:\n  seeds: []\n")
+    assert all(rule in report_rules() or rule in unchanged for rule, _ in planned_jobs(output))

@@ -43,3 +43,21 @@ def planned_rules(output: str) -> set[str]:
             if not line.startswith("-"):
                 rules.add(parts[0])
     return rules
+
+
+def planned_jobs(output: str) -> list[tuple[str, str]]:
+    """(rule, wildcards) of every job a `snakemake -n` run lists (wildcards "" for a job without any)."""
+    jobs = []
+    for line in output.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[0] in ("rule", "localrule") and words[1].endswith(":"):
+            jobs.append([words[1][:-1], ""])
+        elif jobs and line.strip().startswith("wildcards:"):
+            jobs[-1][1] = line.split("wildcards:", 1)[1].strip()
+    return [tuple(job) for job in jobs]
+
+
+def report_rules() -> set[str]:
+    """The tables and figures: the `localrules:` of rules/report.smk."""
+    lines = (REPO / "rules" / "report.smk").read_text().split("localrules:", 1)[1].split("\n\n", 1)[0]
+    return {name.strip().rstrip(",") for name in lines.split() if name.strip().rstrip(",")}

@@ -1,6 +1,7 @@
 """The models of a config: bottlenecked family `bn-<k>` with its Mixture-of-Softmaxes members `mos-<k>`,
-SVD-imposed heads `svd-r<r>` (thesis §7.1), ground truths `gt-<name>`, and checkpoints `bn-<k>@<iteration>` (the
-weights of `bn-<k>` after that many training iterations), with their settings."""
+SVD-imposed heads `svd-r<r>` (thesis §7.1), ground truths `gt-<name>`, checkpoints `bn-<k>@<iteration>` (the
+weights of `bn-<k>` after that many training iterations) and seed runs `bn-<k>-s<seed>` (`bn-<k>` trained again
+under each `train.seeds` entry; `bn-<k>` itself is the run under the master `seed`), with their settings."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ def bottleneck_name(k: int) -> str:
 
 
 def bottleneck_of(name: str) -> int:
-    """The constraint of a model's head: k of a bottlenecked model `bn-<k>` (or a checkpoint of it) or a
-    Mixture-of-Softmaxes `mos-<k>`, r of an SVD-imposed `svd-r<r>`."""
-    name = checkpoint_parts(name)[0]
+    """The constraint of a model's head: k of a bottlenecked model `bn-<k>` (or a seed run or checkpoint of it) or
+    a Mixture-of-Softmaxes `mos-<k>`, r of an SVD-imposed `svd-r<r>`."""
+    name = seed_parts(checkpoint_parts(name)[0])[0]
     for prefix in ("bn-", "mos-", "svd-r"):
         if name.startswith(prefix) and name.removeprefix(prefix).isdigit():
             return int(name.removeprefix(prefix))
@@ -37,9 +38,27 @@ def checkpoint_parts(name: str) -> tuple[str, int | None]:
     return model, int(iteration)
 
 
+def seed_run_name(model: str, seed: int) -> str:
+    return f"{model}-s{seed}"
+
+
+def seed_parts(name: str) -> tuple[str, int | None]:
+    """(model, seed) of a seed run `<model>-s<seed>`; (name, None) for any other model."""
+    model, dash_s, seed = name.rpartition("-s")
+    if dash_s and seed.isdigit() and model.startswith("bn-"):
+        return model, int(seed)
+    return name, None
+
+
+def without_seed_runs(models: list[str]) -> list[str]:
+    """`models` less the seed runs `bn-<k>-s<seed>` (a figure with a panel per model shows the master seed's)."""
+    return [m for m in models if seed_parts(m)[1] is None]
+
+
 def checkpoint_models(config: Mapping, model: str | None = None) -> list[str]:
-    """The checkpoints of the bottlenecked family (or of one `model`): one per `checkpoints.iterations` entry."""
-    models = bottleneck_models(config) if model is None else [model]
+    """The checkpoints of the bottlenecked family under the master seed (or of one `model`): one per
+    `checkpoints.iterations` entry."""
+    models = main_bottleneck_models(config) if model is None else [model]
     return [checkpoint_name(m, it) for m in models for it in config["checkpoints"]["iterations"]]
 
 
@@ -80,8 +99,16 @@ def ground_truth_name(gt: Mapping) -> str:
     return f"gt-{gt['name']}"
 
 
-def bottleneck_models(config: Mapping) -> list[str]:
+def main_bottleneck_models(config: Mapping) -> list[str]:
+    """The bottlenecked family trained under the master `seed`: one model per k."""
     return [bottleneck_name(k) for k in config["bottlenecks"]]
+
+
+def bottleneck_models(config: Mapping) -> list[str]:
+    """Every run of the bottlenecked family: per k, `bn-<k>` and its seed runs `bn-<k>-s<seed>`."""
+    seeds = config["train"].get("seeds", [])
+    return [run for k in config["bottlenecks"]
+            for run in [bottleneck_name(k), *(seed_run_name(bottleneck_name(k), s) for s in seeds)]]
 
 
 def extreme_bottlenecks(config: Mapping) -> list[str]:
@@ -123,10 +150,15 @@ def ground_truth(config: Mapping, name: str) -> dict:
 
 def training_settings(config: Mapping, name: str) -> dict:
     """`{"model": ..., "train": ...}` for a trained model (a checkpoint: its model's): the shared `model`/`train`
-    sections, the ground truth's own sections, then `model_overrides[name]`; the seed comes from `seed`."""
-    name = checkpoint_parts(name)[0]
+    sections, the ground truth's own sections, then `model_overrides[name]` (a seed run: its model's, then its
+    own); the seed comes from `seed`, a seed run's from its name (which must be in `train.seeds`)."""
+    run = checkpoint_parts(name)[0]
+    name, seed = seed_parts(run)
     settings = {"model": dict(config["model"]), "train": dict(config["train"])}
-    settings["train"]["seed"] = config["seed"]
+    seeds = settings["train"].pop("seeds", [])  # which other runs exist is no setting of this run
+    settings["train"]["seed"] = config["seed"] if seed is None else seed
+    if seed is not None and seed not in seeds:
+        raise KeyError(f"{run}: seed {seed} is not in config `train.seeds` {seeds}")
     if name.startswith("bn-"):
         k = bottleneck_of(name)
         if k not in config["bottlenecks"]:
@@ -143,4 +175,5 @@ def training_settings(config: Mapping, name: str) -> dict:
             raise KeyError(f"{name} is a {gt['kind']} ground truth: it is loaded, not trained")
         deep_update(settings, {"model": gt.get("model", {}), "train": gt.get("train", {})})
         settings["model"]["bottleneck"] = None
-    return deep_update(settings, config["model_overrides"].get(name, {}))
+    deep_update(settings, config["model_overrides"].get(name, {}))
+    return deep_update(settings, config["model_overrides"].get(run, {})) if run != name else settings

@@ -69,6 +69,7 @@ def validate_config(config: dict, schema_path: str | os.PathLike = SCHEMA_PATH) 
     _check_rank_settings(config)
     _check_sampling_prompts(config)
     _check_checkpoints(config)
+    _check_seeds(config)
     return config
 
 
@@ -135,10 +136,10 @@ def _check_sampling_prompts(config: Mapping) -> None:
 
 def _check_checkpoints(config: Mapping) -> None:
     """Every checkpoint iteration must be one at which each bottlenecked model keeps its weights."""
-    from oversmooth.catalog import bottleneck_models, training_settings  # local import: catalog imports this
+    from oversmooth.catalog import main_bottleneck_models, training_settings  # local import: catalog imports this
 
     problems = []
-    for model in bottleneck_models(config) if config.get("checkpoints") else []:
+    for model in main_bottleneck_models(config) if config.get("checkpoints") else []:
         train = training_settings(config, model)["train"]
         every = train["eval_interval"] * train["keep_weights_every"]
         for iteration in config["checkpoints"]["iterations"]:
@@ -150,6 +151,14 @@ def _check_checkpoints(config: Mapping) -> None:
                 )
     if problems:
         raise ConfigError("invalid config:\n" + "\n".join(problems))
+
+
+def _check_seeds(config: Mapping) -> None:
+    """train.seeds are other runs than the master seed's `bn-<k>`: the master seed cannot be one of them."""
+    seed, seeds = config.get("seed"), config.get("train", {}).get("seeds", [])
+    if seed in seeds:
+        raise ConfigError(f"invalid config:\n  train.seeds: {seeds} contains the master seed {seed}, whose runs are "
+                          "bn-<k> already; list other seeds")
 
 
 def _check_rank_settings(config: Mapping) -> None:

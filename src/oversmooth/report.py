@@ -14,6 +14,7 @@ import seaborn as sns  # noqa: E402
 
 from oversmooth.io import atomic_path  # noqa: E402
 from oversmooth.logs import get_logger  # noqa: E402
+from oversmooth.seeds import with_seed_rows  # noqa: E402
 
 log = get_logger("report")
 
@@ -22,6 +23,11 @@ def write_csv(frame: pd.DataFrame, path: str | os.PathLike) -> None:
     """A table as CSV (floats to 6 significant digits), atomically."""
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False, float_format="%.6g")
+
+
+def write_table(frame: pd.DataFrame, path: str | os.PathLike) -> None:
+    """A final table as CSV, with each bottleneck's across-seed mean and sd rows where it has several runs."""
+    write_csv(with_seed_rows(frame), path)
 
 
 def save_figure(fig: plt.Figure, png_path: str | os.PathLike, pdf_path: str | os.PathLike) -> None:

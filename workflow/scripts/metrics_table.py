@@ -2,7 +2,7 @@
 
 from oversmooth import metrics_report as mr
 from oversmooth.logs import log_to_file
-from oversmooth.report import write_csv
+from oversmooth.report import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
@@ -22,4 +22,4 @@ with log_to_file(smk.log[0]):
     else:
         tables = {"table_4_2": mr.table_4_2, "table_7_1": mr.table_7_1, "table_7_2": mr.table_7_2, "table_f_1": mr.table_f_1}
         table = tables[name](summary, models)
-    write_csv(table, smk.output[0])
+    write_table(table, smk.output[0])

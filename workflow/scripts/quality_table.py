@@ -4,10 +4,10 @@ import pandas as pd
 
 from oversmooth.logs import log_to_file
 from oversmooth.quality_report import quality_table
-from oversmooth.report import write_csv
+from oversmooth.report import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
     summaries = {m: pd.read_csv(p) for m, p in zip([*smk.params.models, "human"], smk.input)}
-    write_csv(quality_table(summaries, smk.params.models, smk.params.methods), smk.output[0])
+    write_table(quality_table(summaries, smk.params.models, smk.params.methods), smk.output[0])

@@ -3,7 +3,7 @@
 import json
 
 from oversmooth.logs import log_to_file
-from oversmooth.report import table_3_1, write_csv
+from oversmooth.report import table_3_1, write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
@@ -11,4 +11,4 @@ with log_to_file(smk.log[0]):
     results = [json.loads(open(path).read()) for path in smk.input.results]
     configs = [json.loads(open(path).read()) for path in smk.input.configs]
     best_val = {c["name"]: c["best_val_loss"] for c in configs}
-    write_csv(table_3_1(results, smk.params.ground_truths, best_val), smk.output[0])
+    write_table(table_3_1(results, smk.params.ground_truths, best_val), smk.output[0])

@@ -4,9 +4,9 @@ import pandas as pd
 
 from oversmooth.logs import log_to_file
 from oversmooth.rank import table_7_3
-from oversmooth.report import write_csv
+from oversmooth.report import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
-    write_csv(table_7_3({m: pd.read_csv(p) for m, p in zip(smk.params.models, smk.input)}), smk.output[0])
+    write_table(table_7_3({m: pd.read_csv(p) for m, p in zip(smk.params.models, smk.input)}), smk.output[0])

@@ -4,7 +4,7 @@ import json
 
 from oversmooth.argmax import table_b
 from oversmooth.logs import log_to_file
-from oversmooth.report import write_csv
+from oversmooth.report import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
@@ -13,4 +13,4 @@ with log_to_file(smk.log[0]):
     for path in smk.input:
         with open(path) as f:
             records.append(json.load(f))
-    write_csv(table_b(records), smk.output[0])
+    write_table(table_b(records), smk.output[0])
