@@ -89,6 +89,12 @@ def test_spearman_is_minus_one_when_the_narrower_oversmooths_more_at_equal_loss(
 
 
 def test_the_figure_has_a_panel_per_metric_and_ground_truth_and_the_probe():
-    figure = figure_loss_matched(_trajectory())
-    titles = sorted(ax.get_title() for ax in figure.axes if ax.get_title())
-    assert titles == ["TBAT", "TTO vs gt-x", "head singular-entropy gap (Godey)"]
+    for extra_ground_truth in (False, True):  # 3 and 4 panels on a shared loss axis
+        frame = _trajectory()
+        if extra_ground_truth:
+            frame = pd.concat([frame, frame[frame["metric"] == "tto"].assign(ground_truth="gt-y")])
+        figure = figure_loss_matched(frame)
+        titles = sorted(ax.get_title() for ax in figure.axes if ax.get_title())
+        assert titles == ["TBAT", "TTO vs gt-x", *(["TTO vs gt-y"] if extra_ground_truth else []),
+                          "head singular-entropy gap (Godey)"]
+        assert all(ax.xaxis_inverted() for ax in figure.axes if ax.get_title())  # loss falls to the right

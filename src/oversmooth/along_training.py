@@ -120,7 +120,7 @@ def figure_loss_matched(trajectory: pd.DataFrame, method: str = "pure") -> plt.F
     for ax, panel in zip(grid.axes.flat, panels):
         final = data[(data["panel"] == panel) & data["final"]]
         ax.scatter(final["val_loss"], final["mean"], marker="*", s=120, color="black", zorder=5, label="best weights")
-        ax.invert_xaxis()  # training moves right
+    grid.axes.flat[0].invert_xaxis()  # training moves right (the panels share this axis: invert it once)
     grid.add_legend(title="k")
     grid.set_axis_labels("validation loss (nats/byte)", "")
     grid.set_titles("{col_name}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,12 +27,18 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class HeadFitSettings:
+class HeadTraining:
+    """How a head is fitted: AdamW steps, states per step, peak learning rate (cosine to zero), seed."""
+
     iters: int
     batch_size: int
     learning_rate: float
-    eval_windows: int
     seed: int
+
+
+@dataclass(frozen=True)
+class HeadFitSettings(HeadTraining):
+    eval_windows: int = 0  # validation windows that score each head
 
 
 class LowRankHead(torch.nn.Module):
@@ -53,26 +60,37 @@ def _features(model: GPT, x: torch.Tensor) -> torch.Tensor:
     return model.features(x.to(next(model.parameters()).device)).float()
 
 
+def train_head(head: torch.nn.Module, next_batch: Callable[[], tuple[torch.Tensor, torch.Tensor]], iters: int,
+               learning_rate: float, label: str) -> torch.nn.Module:
+    """Fit `head` (logits from input states) by AdamW on `iters` batches of `next_batch()` (states, next-token
+    targets), the learning rate on a cosine from `learning_rate` to zero; progress in the log."""
+    optimizer = torch.optim.AdamW(head.parameters(), lr=learning_rate, weight_decay=0.0)
+    for it in range(iters):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate * 0.5 * (1 + math.cos(math.pi * it / iters))
+        h, y = next_batch()
+        logits = head(h)
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if (it + 1) % max(1, iters // 10) == 0:
+            log.info("%s: iteration %d/%d, train loss %.4f", label, it + 1, iters, loss.item())
+    return head.eval()
+
+
 def fit_low_rank_head(model: GPT, train: np.ndarray, rank: int, settings: HeadFitSettings) -> LowRankHead:
     """Train A and B of rank `rank` on `train` with AdamW; the body of `model` stays frozen."""
     device = next(model.parameters()).device
     torch.manual_seed(settings.seed + rank)
     head = LowRankHead(model.config.n_embd, rank).to(device)
-    optimizer = torch.optim.AdamW(head.parameters(), lr=settings.learning_rate, weight_decay=0.0)
     rng = np.random.default_rng([settings.seed, rank])
-    for it in range(settings.iters):
-        lr = settings.learning_rate * 0.5 * (1 + math.cos(math.pi * it / settings.iters))  # cosine to zero
-        for group in optimizer.param_groups:
-            group["lr"] = lr
+
+    def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
         x, y = sample_windows(train, rng, settings.batch_size, model.config.block_size)
-        logits = head(_features(model, x))
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.to(device).reshape(-1))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        if (it + 1) % max(1, settings.iters // 10) == 0:
-            log.info("rank %d: iteration %d/%d, train loss %.4f", rank, it + 1, settings.iters, loss.item())
-    return head.eval()
+        return _features(model, x), y.to(device)
+
+    return train_head(head, next_batch, settings.iters, settings.learning_rate, f"rank {rank}")
 
 
 @torch.no_grad()
