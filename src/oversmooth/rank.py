@@ -28,12 +28,18 @@ from oversmooth.spectra import (
 from oversmooth.train import load_model, save_torch
 
 
-def truncated_head(weight: torch.Tensor, rank: int) -> torch.Tensor:
-    """The best rank-`rank` approximation of `weight` (truncated SVD, in float64), in `weight`'s dtype."""
+def truncated_svd(weight: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(U, S, V^T) of `weight`'s SVD in float64, cut to the top `rank` singular values."""
     if not 1 <= rank <= min(weight.shape):
         raise ValueError(f"rank {rank} must lie in 1..{min(weight.shape)} for a {tuple(weight.shape)} matrix")
     u, s, vh = torch.linalg.svd(weight.detach().double(), full_matrices=False)
-    return ((u[:, :rank] * s[:rank]) @ vh[:rank]).to(weight.dtype)
+    return u[:, :rank], s[:rank], vh[:rank]
+
+
+def truncated_head(weight: torch.Tensor, rank: int) -> torch.Tensor:
+    """The best rank-`rank` approximation of `weight` (truncated SVD, in float64), in `weight`'s dtype."""
+    u, s, vh = truncated_svd(weight, rank)
+    return ((u * s) @ vh).to(weight.dtype)
 
 
 HEAD_WEIGHT = "head.out.weight"

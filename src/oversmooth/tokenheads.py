@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from oversmooth.headfit import HeadTraining, LowRankHead, train_head
 from oversmooth.metrics import oversmoothing
+from oversmooth.rank import truncated_svd
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +57,12 @@ def final_hidden_states(model, token_ids: np.ndarray, block: int, batch_size: in
 
 def svd_head(weight: torch.Tensor, rank: int) -> LowRankHead:
     """The rank-`rank` head whose matrix A B is W's truncated SVD (factors U S^1/2 and S^1/2 V^T, in float64)."""
-    if not 1 <= rank <= min(weight.shape):
-        raise ValueError(f"rank {rank} must lie in 1..{min(weight.shape)} for a {tuple(weight.shape)} head")
-    u, s, vh = torch.linalg.svd(weight.double(), full_matrices=False)
-    root = s[:rank].sqrt()
+    u, s, vh = truncated_svd(weight, rank)
+    root = s.sqrt()
     head = LowRankHead(weight.size(1), rank, vocab_size=weight.size(0))
     with torch.no_grad():
-        head.up.weight.copy_((u[:, :rank] * root).float())
-        head.down.weight.copy_((root[:, None] * vh[:rank]).float())
+        head.up.weight.copy_((u * root).float())
+        head.down.weight.copy_((root[:, None] * vh).float())
     return head.eval()
 
 
