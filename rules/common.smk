@@ -14,6 +14,9 @@ from oversmooth.catalog import (
     sampled_models,
     svd_models,
     svd_source,
+    token_head_models,
+    token_head_parts,
+    TOKEN_REFERENCE,
     trained_models,
     training_settings,
     without_seed_runs,
@@ -25,6 +28,8 @@ from oversmooth.quality_report import QUALITY_TABLES, SAMPLE_TABLES, nearest_mod
 RESULTS = "results"
 BOTTLENECK_RUN = r"bn-\d+(?:-s\d+)?"  # a bottlenecked model (under the master seed or another)
 BOTTLENECKED = rf"{BOTTLENECK_RUN}(?:@\d+)?"  # ... or one of its checkpoints
+TOKEN_HEAD = r"tok-(?:svd|learned)-r\d+"  # a rank-k head of the token track
+TOKEN_TABLE_SUFFIX = "_tokens"  # the token track's tables: the byte track's names with the track in the name
 
 # Report categories (`snakemake --report`); captions live in workflow/report/.
 REPORT_MODELS = "Models (ch. 3)"
@@ -145,10 +150,68 @@ def metrics_path(model, gt, kind="positions"):
     return base + (".parquet" if kind == "positions" else ".summary.csv")
 
 
+def references_of(model):
+    """What a model is measured against: the ground truths, or for a token-track head its source's full head."""
+    return [TOKEN_REFERENCE] if model.startswith("tok-") else ground_truth_models(config)
+
+
 def metric_pairs(models=None):
-    """Every (model, ground truth) pair the metrics compare: the family (with its MoS members), or `models`."""
+    """Every (model, reference) pair the metrics compare: the family (with its MoS members), or `models`."""
     models = family_models(config) if models is None else models
-    return [(m, gt) for m in models for gt in ground_truth_models(config)]
+    return [(m, gt) for m in models for gt in references_of(m)]
+
+
+def metrics_inputs(wildcards):
+    """Two logits files; for a token-track head, the cached evaluation states, its factors and the source LM."""
+    if not wildcards.model.startswith("tok-"):
+        return {"model": logits_path(wildcards.model), "ground_truth": logits_path(wildcards.gt)}
+    if wildcards.gt != TOKEN_REFERENCE:
+        raise ValueError(f"{wildcards.model} is a token-track head: it is measured against {TOKEN_REFERENCE} only")
+    return {"states": token_states_path("eval"), "head": token_head_path(wildcards.model), "lm": token_source_input()}
+
+
+def token_source_input():
+    """The file that stands for the token track's source model folder (`tokens.source`)."""
+    source = config["tokens"]["source"]
+    return perplexity_model_path() if source == "smollm2" else f"{source}/config.json"
+
+
+def token_states_path(split):
+    """Cached head inputs of the token track's source: `train` (fitting the learned heads) or `eval` (the prompts)."""
+    return result_path("tokens", f"{split}.states.parquet")
+
+
+def token_head_path(model):
+    return model_path(model, "head.pt")
+
+
+def token_states_inputs(wildcards):
+    text = {"shard": data_path("train.bin")} if wildcards.split == "train" else {"prompts": data_path("prompts.parquet")}
+    return {"lm": token_source_input(), **text}
+
+
+def token_states_settings(wildcards):
+    """What a states file depends on: the source, and for the training states how many tokens in which blocks."""
+    tokens = config["tokens"]
+    settings = {"source": tokens["source"]}
+    if wildcards.split == "train":
+        settings.update({k: tokens[k] for k in ("fit_tokens", "block", "batch_size")})
+    return settings
+
+
+def token_head_settings(wildcards):
+    """What a head depends on: its kind and rank, the source, and for a learned head its fit and the seed."""
+    kind, rank = token_head_parts(wildcards.model)
+    tokens = config["tokens"]
+    settings = {"kind": kind, "rank": rank, "source": tokens["source"]}
+    if kind == "learned":
+        settings.update({k: tokens[k] for k in ("fit_iters", "fit_batch_size", "learning_rate")}, seed=config["seed"])
+    return settings
+
+
+def token_head_inputs(wildcards):
+    states = {"states": token_states_path("train")} if token_head_parts(wildcards.model)[0] == "learned" else {}
+    return {"lm": token_source_input(), **states}
 
 
 SVD_TABLES = ("table_7_1", "table_7_2")
@@ -176,14 +239,26 @@ def tbat_path(model, kind="positions"):
     return f"{RESULTS}/tbat/{model}" + (".parquet" if kind == "positions" else ".summary.csv")
 
 
+TOKEN_METRICS_TABLES = ("table_4_1", "table_4_2", "table_6_1", "table_f_1")
+
+
+def token_tables(names):
+    """The token track's versions of the tables `names` (none without token-track heads)."""
+    return [name + TOKEN_TABLE_SUFFIX for name in names] if token_head_models(config) else []
+
+
 def metrics_tables():
     svd = list(SVD_TABLES) if svd_models(config) else []
-    return ["table_4_1", "table_4_2", "table_6_1", *e_tables(), *tbat_tables(), "table_f_1", *svd]
+    tokens = token_tables(TOKEN_METRICS_TABLES)
+    return ["table_4_1", "table_4_2", "table_6_1", *e_tables(), *tbat_tables(), "table_f_1", *svd, *tokens]
 
 
 def metrics_table_models(wildcards):
-    """The rows of a metrics table: the SVD-imposed heads for Tables 7.1 and 7.2, the bottlenecked family for the
-    TBAT tables E.7 and E.8 (TBAT assumes one linear head), else the family with its MoS members."""
+    """The rows of a metrics table: the SVD-imposed heads for Tables 7.1 and 7.2, the token track's heads for its
+    tables, the bottlenecked family for the TBAT tables E.7 and E.8 (TBAT assumes one linear head), else the
+    family with its MoS members."""
+    if wildcards.table.endswith(TOKEN_TABLE_SUFFIX):
+        return token_head_models(config)
     if wildcards.table in SVD_TABLES:
         return svd_models(config)
     return bottleneck_models(config) if wildcards.table in tbat_tables() else family_models(config)
@@ -195,7 +270,7 @@ def metrics_table_inputs(wildcards):
     if wildcards.table not in tbat_tables():
         pairs = metric_pairs(metrics_table_models(wildcards))
         inputs["summaries"] = [metrics_path(m, gt, "summary") for m, gt in pairs]
-    if wildcards.table == "table_4_1" or wildcards.table in tbat_tables():
+    if wildcards.table == "table_4_1" or wildcards.table in tbat_tables():  # the token track has no TBAT yet
         inputs["tbat"] = [tbat_path(m, "summary") for m in bottleneck_models(config)]
     return inputs
 
@@ -303,6 +378,8 @@ def all_targets():
         figures += ["figure_7_1", "figure_godey_rank_loss"]
     if checkpoint_models(config):
         figures += ["figure_loss_matched"]
+    if token_head_models(config):
+        figures += ["figure_token_heads"]
     return [
         data_path("manifest.json"),
         data_path("prompts.parquet"),

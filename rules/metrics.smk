@@ -1,20 +1,20 @@
-# Oversmoothing metrics (thesis §4.1, §6.1): each bottlenecked model against each ground truth,
-# after each decoding transform. A CPU rule.
+# Oversmoothing metrics (thesis §4.1, §6.1): each bottlenecked model against each ground truth (a token-track head
+# against its source's full head), after each decoding transform. A CPU rule.
 
 
 rule oversmoothing_metrics:
     input:
-        model=logits_path("{model}"),
-        ground_truth=logits_path("{gt}"),
+        unpack(metrics_inputs),
     output:
         positions=metrics_path("{model}", "{gt}"),
         summary=metrics_path("{model}", "{gt}", "summary"),
     wildcard_constraints:
-        model=rf"{BOTTLENECKED}|mos-\d+|svd-r\d+",
-        gt=r"gt-[A-Za-z0-9_.]+",
+        model=rf"{BOTTLENECKED}|mos-\d+|svd-r\d+|{TOKEN_HEAD}",
+        gt=rf"gt-[A-Za-z0-9_.]+|{TOKEN_REFERENCE}",
     params:
         library=library_code("oversmoothing_metrics"),
         metrics=config["metrics"],
+        chunk=lambda w: config["tokens"]["metrics_batch_size"] if w.model.startswith("tok-") else None,
         decoding=lambda w: decoding_for(w.model),
         seed=config["seed"],
     threads: config["resources"]["metrics_threads"]

@@ -10,6 +10,7 @@ localrules:
     position_figure,
     figure_4_2,
     figure_4_3,
+    figure_token_heads,
     table_b,
     table_i_1,
     quality_table,
@@ -71,6 +72,7 @@ rule metrics_table:
         methods=config["decoding"]["methods"],
         e_tables=e_tables(),
         tbat_tables=tbat_tables(),
+        token_suffix=TOKEN_TABLE_SUFFIX,
     log:
         log_path("report", "{table}"),
     conda:
@@ -133,6 +135,23 @@ rule figure_4_3:
         "../envs/report.yaml"
     script:
         "../workflow/scripts/figure_4_3.py"
+
+
+rule figure_token_heads:
+    input:
+        summaries=[metrics_path(m, gt, "summary") for m, gt in metric_pairs(token_head_models(config))],
+    output:
+        **figure_outputs("figure_token_heads", REPORT_RANK),
+    params:
+        library=library_code("figure_token_heads"),
+        pairs=metric_pairs(token_head_models(config)),
+        models=token_head_models(config),
+    log:
+        log_path("report", "figure_token_heads"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/figure_token_heads.py"
 
 
 rule table_b:

@@ -1,9 +1,9 @@
 # Training stage: the bottlenecked family bn-<k>, its Mixture-of-Softmaxes members mos-<k>, and nanogpt ground
-# truths gt-<name> (thesis ch. 3).
+# truths gt-<name> (thesis ch. 3); and the token track's rank-k heads tok-<kind>-r<k> on a frozen source LM.
 
 
 wildcard_constraints:
-    model=rf"{BOTTLENECKED}|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+",
+    model=rf"{BOTTLENECKED}|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+|{TOKEN_HEAD}",
 
 
 rule train_model:
@@ -72,3 +72,26 @@ rule checkpoint_model:
         "../envs/torch.yaml"
     script:
         "../workflow/scripts/checkpoint_model.py"
+
+
+rule token_head:
+    input:
+        unpack(token_head_inputs),
+    output:
+        token_head_path("{model}"),
+    wildcard_constraints:
+        model=TOKEN_HEAD,
+    params:
+        library=library_code("token_head"),
+        settings=token_head_settings,
+    threads: config["train"]["threads"]
+    resources:
+        **job_resources("train"),
+    log:
+        log_path("train", "{model}"),
+    benchmark:
+        benchmark_path("train", "{model}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/token_head.py"

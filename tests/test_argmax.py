@@ -5,11 +5,13 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy.spatial import ConvexHull
 
 from oversmooth.argmax import (
     centred_basis,
     exact_argmaxable,
     head_geometry,
+    linear_head_vertices,
     reflection_search,
     unargmaxable_classes,
     verify_witness,
@@ -104,3 +106,16 @@ def test_trained_shape_head_runs():
     report = unargmaxable_classes(head, patience=50)
     assert set(report.unargmaxable) <= set(report.flagged_approx)
     assert not report.failed
+
+
+def test_linear_head_vertices_are_the_convex_hull_s_vertices_with_witnesses_and_duplicates_never_win():
+    square = np.array([[1.0, 1], [1, -1], [-1, 1], [-1, -1], [0.2, 0.1], [1, 0], [0.5, 0.5], [0.5, 0.5]])
+    report = linear_head_vertices(square, n_random=0)
+    assert sorted(report.witnesses) == [0, 1, 2, 3]  # the corners; [1, 0] lies on an edge: never the strict argmax
+    assert report.unargmaxable == [4, 5, 6, 7] and report.duplicates == [6, 7] and not report.failed
+    for i, z in report.witnesses.items():
+        assert int(np.argmax(square @ z)) == i and np.sort(square @ z)[-2] < (square @ z)[i]
+    points = np.random.default_rng(0).standard_normal((400, 3))
+    report = linear_head_vertices(points, n_random=16, seed=1)  # few random directions: the LPs find the rest
+    assert sorted(report.witnesses) == sorted(ConvexHull(points).vertices.tolist())
+    assert len(report.witnesses) + len(report.unargmaxable) == 400 and max(report.margins.values()) <= 1e-9 * 10

@@ -70,3 +70,32 @@ def test_bad_parameters_are_named():
     with pytest.raises(ValueError, match="temperature must be > 0"):
         temperature(logp(0.5, 0.5), 0.0)
     assert math.isinf(greedy(logp(0.5, 0.5))[1].item())
+
+
+def sorted_nucleus(probs, tau):
+    """The nucleus by a full stable sort (the definition, written out)."""
+    values, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+    inside = (torch.cumsum(values, -1) - values) < tau
+    inside[..., 0] = True
+    return torch.zeros_like(inside).scatter_(-1, order, inside)
+
+
+def test_nucleus_over_a_large_vocabulary_is_the_sorted_definition_with_ties_in_index_order():
+    """Rows whose nucleus fits in the top candidates and rows that need the full sort (flat ones), with ties."""
+    torch.manual_seed(0)
+    V = 5000
+    peaked = torch.softmax(torch.randn(6, V) * 6, -1).double()
+    flat = torch.softmax(torch.randn(4, V) * 0.1, -1).double()  # nucleus of thousands: beyond the candidates
+    tied = torch.full((2, V), 1.0 / V, dtype=torch.float64)  # every entry ties: the first ones by index
+    probs = torch.cat([peaked, flat, tied])
+    for tau in (0.5, 0.9, 0.999):
+        mask = nucleus_mask(probs, tau)
+        assert torch.equal(mask, sorted_nucleus(probs, tau))
+    assert nucleus_mask(tied, 0.5)[0, : V // 2].all() and not nucleus_mask(tied, 0.5)[0, V // 2 + 1 :].any()
+    assert nucleus_mask(flat, 0.9).sum(-1).min() > 1024
+
+
+def test_top_k_keeps_ties_in_index_order_like_a_stable_sort():
+    values = torch.tensor([[0.1, 0.3, 0.3, 0.3, 0.0]], dtype=torch.float64).log()
+    kept = top_k(values, 2).exp()
+    assert kept[0].tolist() == pytest.approx([0.0, 0.5, 0.5, 0.0, 0.0])

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
+from oversmooth.causallm import load_causal_lm
 from oversmooth.quality import (
     at_floor,
     average_word_length,
@@ -15,7 +16,6 @@ from oversmooth.quality import (
     continuation_nll,
     has_repetition,
     human_samples,
-    load_causal_lm,
     mauve_scores,
     perplexities,
     summarise_quality,

@@ -4,16 +4,30 @@ size 32, saved with `save_pretrained`)."""
 import numpy as np
 import pytest
 import torch
+from conftest import prompts_table
 
+from oversmooth.causallm import load_causal_lm
+from oversmooth.decoding import Decoding
 from oversmooth.headfit import HeadTraining
-from oversmooth.quality import load_causal_lm
+from oversmooth.io import read_parquet
+from oversmooth.metrics import oversmoothing, write_position_metrics
 from oversmooth.tokenheads import (
+    TokenTrackError,
+    build_head,
     final_hidden_states,
+    head_logprob_chunks,
     head_loss,
     learned_head,
+    load_head,
     output_weight,
     oversmoothing_against_full,
+    prompt_states,
+    prompt_tokens,
+    read_states,
+    save_head,
+    shard_states,
     svd_head,
+    write_states,
 )
 
 
@@ -67,3 +81,70 @@ def test_oversmoothing_against_the_full_head_is_zero_at_full_rank_and_grows_as_k
     low, mid = (oversmoothing_against_full(svd_head(weight, k), weight, states, tau=0.9) for k in (1, 8))
     assert low["tto"].mean() > mid["tto"].mean() > 0 and (low["nsmd"] <= low["tto"] + 1e-12).all()
     assert np.array_equal(oversmoothing_against_full(weight, weight, states, tau=0.9)["tv"], np.zeros(len(states)))
+
+
+def test_prompt_states_are_the_model_s_own_states_at_each_window_token(cached, tiny_token_lm, tmp_path):
+    """Each window token's state, read back from Parquet, times W is the model's logits predicting that token."""
+    model, _ = cached[:2]
+    _, tokenizer = load_causal_lm(tiny_token_lm)
+    prompts = prompts_table(3, context_len=40, window_len=30, seed=1)
+    columns, states = prompt_states(model, tokenizer, prompts)
+    write_states(tmp_path / "eval.parquet", columns["prompt_id"], columns["position"], columns["target"], states)
+    read_columns, read = read_states(tmp_path / "eval.parquet")
+    assert np.array_equal(read, states) and all(np.array_equal(read_columns[c], columns[c]) for c in columns)
+    weight = output_weight(model)
+    for row in prompts.to_pylist():
+        context, window = prompt_tokens(tokenizer, row["context"], row["window"])
+        ours = columns["prompt_id"] == row["prompt_id"]
+        assert columns["target"][ours].tolist() == window and columns["position"][ours].tolist() == list(range(len(window)))
+        with torch.no_grad():
+            logits = model(torch.tensor([context + window])).logits[0, len(context) - 1 : -1]
+        assert torch.allclose(torch.from_numpy(states[ours]) @ weight.T, logits, atol=1e-4)
+
+
+def test_shard_states_cover_the_first_tokens_in_blocks(cached, tiny_token_lm):
+    model = cached[0]
+    _, tokenizer = load_causal_lm(tiny_token_lm)
+    shard = np.frombuffer(("the cat sat on the mat. " * 40).encode(), dtype=np.uint8)
+    columns, states = shard_states(model, tokenizer, shard, n_tokens=65, block=16, batch_size=2)
+    assert states.shape == (64, 32) and columns["prompt_id"].tolist() == [b for b in range(4) for _ in range(16)]
+    assert columns["position"].tolist() == list(range(16)) * 4
+    with pytest.raises(TokenTrackError, match="tokens.fit_tokens: the training shard has"):
+        shard_states(model, tokenizer, shard[:50], n_tokens=65, block=16, batch_size=2)
+
+
+def test_a_saved_head_gives_the_same_logits_and_a_rank_at_full_width_is_refused(cached, tmp_path):
+    model, _, states, targets = cached
+    write_states(tmp_path / "train.parquet", np.zeros(len(targets)), np.arange(len(targets)), targets, states)
+    settings = {"kind": "learned", "rank": 3, "source": "tiny", "fit_iters": 5, "fit_batch_size": 16,
+                "learning_rate": 1e-3, "seed": 0}
+    head, meta = build_head(model, settings, tmp_path / "train.parquet")
+    save_head(head, tmp_path / "head.pt", meta)
+    loaded, loaded_meta = load_head(tmp_path / "head.pt")
+    h = torch.from_numpy(states[:20])
+    with torch.no_grad():
+        assert torch.equal(loaded(h), head(h))
+    assert loaded_meta == {**settings, "vocab_size": output_weight(model).size(0), "hidden_size": 32}
+    with pytest.raises(TokenTrackError, match="tokens.ranks: 32 is not below the source's hidden size 32"):
+        build_head(model, {"kind": "svd", "rank": 32}, None)
+    with pytest.raises(TokenTrackError, match="needs the cached training states"):
+        build_head(model, {**settings, "kind": "learned"}, None)
+
+
+def test_token_metrics_rows_are_the_metrics_of_each_head_against_the_full_head(cached, tmp_path):
+    """What the metrics job writes for a token head equals the formulas applied to h A B and h W, row by row."""
+    model, _, states, _ = cached
+    weight, head = output_weight(model), svd_head(output_weight(model), 2)
+    n = 50
+    columns = {"prompt_id": np.repeat([4, 9], 25), "position": np.tile(np.arange(25), 2), "target": np.arange(n) % 7}
+    chunks = head_logprob_chunks(head, weight, columns, states[:n], batch_size=16)
+    write_position_metrics(chunks, tmp_path / "m.parquet", [Decoding("pure"), Decoding("greedy")], 0.9, 1e-6)
+    table = read_parquet(tmp_path / "m.parquet").to_pandas()
+    assert len(table) == 2 * n and set(table["method"]) == {"pure", "greedy"}
+    pure = table[table["method"] == "pure"].sort_values(["prompt_id", "position"])
+    with torch.no_grad():
+        h = torch.from_numpy(states[:n])
+        expected = oversmoothing(torch.log_softmax(head(h).double(), -1), torch.log_softmax((h @ weight.T).double(), -1), 0.9)
+    for name in ("tto", "nsmd", "tv", "kl", "kl_eps", "entropy_diff"):
+        assert np.allclose(pure[name].to_numpy(), expected[name].numpy(), atol=1e-12), name
+    assert pure["target"].tolist() == columns["target"].tolist()

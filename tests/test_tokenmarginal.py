@@ -264,7 +264,9 @@ def test_the_token_level_figure_is_the_own_tokenisation_and_bounds_the_marginal(
         logprobs = torch.log_softmax(lm.model(input_ids=torch.tensor([lm.bos + ids])).logits[0].double(), -1)
     first = _brute_force_next_byte(lm, lm.bos, b"")
     expected = -sum(float(logprobs[n, t]) for n, t in enumerate(ids)) + math.log(first[text[0]] / first.sum())
-    assert lm.canonical_nats([text]) == pytest.approx(expected, rel=1e-9)
+    # float32 model, two computation paths (a cached search and one forward pass): equal to float32 rounding (they
+    # agreed to 1e-9 on some runs and differed by 6e-9 on others, with the same tokenizer training)
+    assert lm.canonical_nats([text]) == pytest.approx(expected, rel=1e-6)
     marginal = lm.marginal_logprobs([text], [0])[0]
     marginal_nats = -sum(float(marginal[t - 1, text[t]]) for t in range(1, len(text)))
     assert marginal_nats <= expected + 1e-9  # every tokenisation, its own among them

@@ -28,6 +28,16 @@ def dry_run_with_override(smoke_run, folder, override_yaml: str) -> str:
     return result.stdout + result.stderr
 
 
+def new_jobs(smoke_run, folder, override_yaml: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]], str]:
+    """(jobs, model jobs) that an override plans beyond the rules already pending on the smoke run (an earlier test
+    may have left work), split into all of them and those outside the report rules; and the dry run's output."""
+    _, workdir, _ = smoke_run
+    unchanged = planned_rules(snakemake(workdir, "-n", "all").stdout)
+    output = dry_run_with_override(smoke_run, folder, override_yaml)
+    jobs = [(rule, wildcards) for rule, wildcards in planned_jobs(output) if rule not in unchanged]
+    return jobs, [(rule, wildcards) for rule, wildcards in jobs if rule not in report_rules()], output
+
+
 @pytest.mark.workflow
 def test_dry_run_lists_every_rule(smoke_run):
     _, _, dry_output = smoke_run
@@ -36,7 +46,8 @@ def test_dry_run_lists_every_rule(smoke_run):
         "extract_logits", "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "figure_4_3",
         "tbat", "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "perplexity_model", "quality",
         "quality_table", "sample_table", "figure_5_1", "svd_model", "effective_rank", "table_7_3", "ngram_rank",
-        "anisotropy", "table_godey_anisotropy", "rank_constrained_head", "checkpoint_model", "loss_matched", "all",
+        "anisotropy", "table_godey_anisotropy", "rank_constrained_head", "checkpoint_model", "loss_matched",
+        "token_states", "token_head", "figure_token_heads", "all",
     }
     assert planned_rules(dry_output) == expected
 
@@ -100,7 +111,7 @@ def test_changing_a_prompt_setting_reruns_the_prompts_and_their_readers_not_trai
         "select_prompts", "extract_logits", "oversmoothing_metrics", "metrics_table",
         "position_figure", "figure_4_2", "figure_4_3", "tbat", "time_metrics", "table_i_1",
         "sample", "quality", "quality_table", "sample_table", "figure_5_1", "effective_rank", "table_7_3",
-        "anisotropy", "table_godey_anisotropy", "loss_matched", "all",
+        "anisotropy", "table_godey_anisotropy", "loss_matched", "token_states", "figure_token_heads", "all",
     }
 
 
@@ -153,7 +164,7 @@ def test_changing_a_metric_setting_reruns_metrics_and_tables_only(smoke_run, tmp
     output = dry_run_with_override(smoke_run, tmp_path, "metrics:\n  tau: 0.8\n")
     assert planned_rules(output) == {
         "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "time_metrics", "table_i_1",
-        "loss_matched", "all",
+        "loss_matched", "figure_token_heads", "all",
     }
 
 
@@ -163,7 +174,7 @@ def test_a_setting_given_with_config_on_the_command_line_reruns_like_an_override
     result = snakemake(workdir, "-n", "all", "--config", 'metrics={"tau": 0.8}')
     assert planned_rules(result.stdout + result.stderr) == {
         "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "time_metrics", "table_i_1",
-        "loss_matched", "all",
+        "loss_matched", "figure_token_heads", "all",
     }
 
 
@@ -188,10 +199,10 @@ def test_editing_library_code_reruns_the_rules_that_run_it(smoke_run, tmp_path):
     assert "Nothing to be done" in unchanged.stdout + unchanged.stderr  # the same code, the same scripts
     module.write_text(source.replace("def words(", "UNUSED_CONSTANT = 1\n\n\ndef words(", 1))
     changed = snakemake(workdir, "-n", "all", repo=copy, env=env)
-    # the scripts that import oversmooth.quality (perplexity_model, quality, figure_5_1, sample_table), and what
-    # reads their outputs; no training, logits, metrics or TBAT
+    # the scripts that import oversmooth.quality (quality, figure_5_1, sample_table), and what reads their outputs;
+    # no training, logits, metrics or TBAT, and not the SmolLM2 conversion (oversmooth.causallm)
     assert planned_rules(changed.stdout + changed.stderr) == {
-        "perplexity_model", "quality", "quality_table", "figure_5_1", "sample_table", "all",
+        "quality", "quality_table", "figure_5_1", "sample_table", "all",
     }
 
 
@@ -301,12 +312,13 @@ def test_report_captions_every_table_and_figure_with_its_thesis_counterpart(smok
         "Table 3.1", "Figure 3.1", "Table 4.1", "Table 4.2", "Table 6.1", "Table E.1", "Table E.2", "Table E.7",
         "Table E.8", "Table F.1", "Figure 4.1", "Figure 4.2", "Figure 4.3", "Table B", "Table I.1", "Table 5.3",
         "Table 6.2", "Table 6.3", "Table 5.1", "Table 5.2", "Appendix G", "Figure 5.1", "Table 7.1", "Table 7.2",
-        "Table 7.3", "Table H.1", "Figure 7.1",
+        "Table 7.3", "Table H.1", "Figure 7.1", "Table 4.1, token track", "Table F.1, token track",
     ]
     assert "Rank of the contextual distribution</strong> (Godey" in html
     assert "Anisotropy per layer</strong> (Godey" in html
     assert "Learned vs imposed rank constraints</strong> (Godey" in html
     assert "Singular entropy of the head during training</strong> (Godey" in html
+    assert "Rank-k heads on a pretrained LM</strong> (thesis" in html
     for name in shown:
         assert f"{name}</strong> (thesis" in html, f"{name} has no caption in the report"
     assert "This run: bottlenecks 4, 64" in html  # the global description, rendered with the run's config
@@ -507,12 +519,46 @@ def test_every_table_with_bottleneck_rows_gains_each_k_s_across_seed_mean_and_sd
 @pytest.mark.workflow
 def test_adding_a_seed_builds_only_its_runs_and_the_tables_and_removing_it_retrains_nothing(smoke_run, tmp_path):
     _, workdir, _ = smoke_run
-    unchanged = planned_rules(snakemake(workdir, "-n", "all").stdout)  # an earlier test may have left work
-    output = dry_run_with_override(smoke_run, tmp_path, "train:\n  seeds: [8, 9]\n")
-    jobs = [(rule, wildcards) for rule, wildcards in planned_jobs(output) if rule not in unchanged]
-    model_jobs = [(rule, wildcards) for rule, wildcards in jobs if rule not in report_rules()]
+    unchanged = planned_rules(snakemake(workdir, "-n", "all").stdout)
+    _, model_jobs, output = new_jobs(smoke_run, tmp_path, "train:\n  seeds: [8, 9]\n")
     assert ("train_model", "model=bn-4-s9") in model_jobs and ("train_model", "model=bn-64-s9") in model_jobs
     assert all("-s9" in wildcards for _, wildcards in model_jobs), model_jobs
     assert {"table_3_1", "metrics_table", "quality_table", "table_b"} <= planned_rules(output)
     output = dry_run_with_override(smoke_run, tmp_path, "train:\n  seeds: []\n")
     assert all(rule in report_rules() or rule in unchanged for rule, _ in planned_jobs(output))
+
+
+TOKEN_HEADS = ["tok-svd-r4", "tok-learned-r4", "tok-svd-r64", "tok-learned-r64"]  # config/smoke.yaml: tokens
+
+
+@pytest.mark.workflow
+def test_the_token_track_measures_each_rank_k_head_against_the_full_head_in_the_byte_track_s_tables(smoke_run):
+    _, workdir, _ = smoke_run
+    results = workdir / "results"
+    states = pq.read_table(results / "tokens" / "eval.states.parquet")
+    assert states.schema.field("state").type.list_size == 576  # SmolLM2-135M's hidden size
+    positions = pq.read_table(results / "metrics" / "tok-svd-r4__tok-full.parquet").to_pandas()
+    assert len(positions) == len(states) * 5 and positions["target"].max() > 255  # tokens, not bytes
+    for name in ("table_4_1", "table_4_2", "table_6_1", "table_f_1"):
+        table = pd.read_csv(results / "tables" / f"{name}_tokens.csv")
+        assert table["model"].unique().tolist() == TOKEN_HEADS, name
+    table = pd.read_csv(results / "tables" / "table_4_1_tokens.csv").set_index("model")
+    tto = table["TTO mean (tok-full)"]
+    assert tto["tok-svd-r4"] > tto["tok-svd-r64"] > 0 and not any("TBAT" in c for c in table.columns)
+    assert (table["positions"] == len(states)).all()
+    assert len(pq.read_table(results / "tokens" / "train.states.parquet")) == 2048
+    assert (results / "figures" / "figure_token_heads.png").stat().st_size > 10_000
+
+
+@pytest.mark.workflow
+def test_adding_a_token_rank_builds_only_its_heads_their_metrics_and_the_tables(smoke_run, tmp_path):
+    _, model_jobs, output = new_jobs(smoke_run, tmp_path, "tokens:\n  ranks: [4, 16, 64]\n")
+    jobs = planned_jobs(output)  # the report rules may be pending already: looked up in the whole plan
+    assert set(model_jobs) == {("token_head", "model=tok-svd-r16"), ("token_head", "model=tok-learned-r16"),
+                          ("oversmoothing_metrics", "model=tok-svd-r16, gt=tok-full"),
+                          ("oversmoothing_metrics", "model=tok-learned-r16, gt=tok-full")}
+    assert {wildcards for rule, wildcards in jobs if rule == "metrics_table"} >= {
+        f"table={name}_tokens" for name in ("table_4_1", "table_4_2", "table_6_1", "table_f_1")}
+    assert ("figure_token_heads", "") in jobs
+    output = dry_run_with_override(smoke_run, tmp_path, "tokens:\n  fit_iters: 11\n")
+    assert {w for r, w in planned_jobs(output) if r == "token_head"} == {"model=tok-learned-r4", "model=tok-learned-r64"}

@@ -272,6 +272,130 @@ def _solve_qp(G: np.ndarray, lower: np.ndarray, d: int) -> tuple[str, np.ndarray
     return status, (np.asarray(h.getSolution().col_value) if status == "optimal" else None)
 
 
+# ----------------------------------------------------------------------------------------------
+# A head without bias over every direction (the token track)
+
+
+@dataclass
+class VertexReport:
+    """Which rows of a point set P (V x k) are strict argmaxes of P z for some z: the vertices of conv(P) that no
+    other row duplicates. `witnesses[i]`: such a z (checked over all rows); `margins[i]` for the others: the LP's
+    optimal margin max over z in [-1, 1]^k of (p_i - max over the vertices found of p_e) . z, <= tol (a certificate
+    that no z makes i the argmax by more than tol); `duplicates`: rows equal to another row (never a strict
+    argmax)."""
+
+    witnesses: dict[int, np.ndarray] = field(default_factory=dict)
+    margins: dict[int, float] = field(default_factory=dict)
+    duplicates: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def unargmaxable(self) -> list[int]:
+        return sorted([*self.margins, *self.duplicates])
+
+
+def strict_argmax_rows(points: np.ndarray, directions: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """For each direction z (rows of `directions`), the row of `points` whose p . z beats every other by more than
+    `tol` (-1 if none), and the best value."""
+    values = directions @ points.T  # (n, V)
+    top2 = np.partition(values, values.shape[1] - 2, axis=1)[:, -2:]
+    best = values.argmax(1)
+    return np.where(top2[:, 1] - top2[:, 0] > tol, best, -1), top2[:, 1]
+
+
+def linear_head_vertices(points: np.ndarray, *, n_random: int = 4096, seed: int = 0, tol: float = 1e-9,
+                         chunk: int = 1024) -> VertexReport:
+    """Exact argmaxable rows of logits = P z over all z in R^k (a head without bias whose input reaches every
+    direction, as an RMSNorm-ed state through a rank-k head does).
+
+    1. Witnesses by search: for z = each row itself and `n_random` seeded Gaussian directions, the strict argmax
+       row is a vertex, with z as its witness.
+    2. Every other row i, one LP each (Clarkson's method): maximise p_i . z - u subject to p_e . z <= u for the
+       vertices e found so far, z in [-1, 1]^k. One HiGHS model, its rows growing as vertices are found, each
+       solve warm-started with only the cost changed. Optimal margin <= tol: no direction lifts i above the
+       vertices (unargmaxable). Otherwise the optimal z lifts i above them: if i is also the strict argmax over all
+       rows, z is its witness; if not, the argmax over all rows is a vertex not found yet: it joins the rows and i
+       is solved again.
+    """
+    started = time.perf_counter()
+    points = np.asarray(points, dtype=np.float64)
+    V, k = points.shape
+    tol = tol * np.abs(points).sum(1).max()  # |p . z| <= that for z in the box
+    report = VertexReport()
+    _, inverse, counts = np.unique(points, axis=0, return_inverse=True, return_counts=True)
+    duplicated = counts[inverse.reshape(-1)] > 1  # equal rows tie: none of the copies is ever the strict argmax
+    report.duplicates = np.flatnonzero(duplicated).tolist()
+    rng = np.random.default_rng(seed)
+    searches = [points[start : start + chunk] for start in range(0, V, chunk)]
+    searches += [rng.standard_normal((min(chunk, n_random - s), k)) for s in range(0, n_random, chunk)]
+    for directions in searches:
+        winners, _ = strict_argmax_rows(points, directions, tol)
+        for z, i in zip(directions, winners):
+            if i >= 0 and i not in report.witnesses:
+                report.witnesses[int(i)] = z
+    log.info("%d rows in R^%d: %d vertices by search, %d duplicated rows, %.1f s", V, k, len(report.witnesses),
+             len(report.duplicates), time.perf_counter() - started)
+    vertices = _VertexLP(points, list(report.witnesses), k)
+    undecided = [i for i in range(V) if i not in report.witnesses and not duplicated[i]]
+    for n, i in enumerate(undecided):
+        while i not in report.witnesses:  # a row the LPs met as a vertex is decided already
+            status, z, margin = vertices.lift(i)
+            if status != "optimal":
+                report.failed.append(i)
+                break
+            if margin <= tol:
+                report.margins[i] = margin
+                break
+            winner, _ = strict_argmax_rows(points, z[None], tol)
+            j = int(winner[0])
+            if j == i:
+                report.witnesses[i] = z
+                break
+            if j < 0 or j in vertices.index:  # a tie, or a vertex above the LP's optimum: solver tolerance
+                report.failed.append(i)
+                break
+            vertices.add(j)  # a vertex not found yet, lifted above the others by z
+            report.witnesses[j] = z
+        if (n + 1) % 5000 == 0:
+            log.info("LPs: %d/%d rows decided, %d vertices, %.1f s", n + 1, len(undecided), len(vertices.index),
+                     time.perf_counter() - started)
+    report.seconds = time.perf_counter() - started
+    log.info("%d rows: %d argmaxable (witnesses), %d unargmaxable (%d duplicated), %d failed, %.1f s", V,
+             len(report.witnesses), len(report.unargmaxable), len(report.duplicates), len(report.failed), report.seconds)
+    return report
+
+
+class _VertexLP:
+    """max p_i . z - u s.t. p_e . z - u <= 0 for the vertices e found so far, z in [-1, 1]^k, u free: one HiGHS
+    model, a row added per vertex found, each solve warm-started with only the cost changed."""
+
+    def __init__(self, points: np.ndarray, rows: list[int], k: int):
+        self.points, self.index, self.k = points, {}, k
+        self.columns = np.arange(k + 1, dtype=np.int32)
+        self.h = _highs()
+        self.h.setOptionValue("simplex_strategy", 4)  # primal: only the cost changes between solves (~20 % faster)
+        self.h.addVars(k + 1, np.r_[np.full(k, -1.0), -highspy.kHighsInf], np.r_[np.ones(k), highspy.kHighsInf])
+        self.h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        for row in rows:
+            self.add(row)
+
+    def add(self, row: int) -> None:
+        self.index[row] = len(self.index)
+        self.h.addRow(-highspy.kHighsInf, 0.0, self.k + 1, self.columns, np.r_[self.points[row], -1.0])
+
+    def lift(self, i: int) -> tuple[str, np.ndarray | None, float]:
+        """(status, z, margin of row i over the vertices at z)."""
+        p = self.points[i]
+        self.h.changeColsCost(self.k + 1, self.columns, np.r_[p, -1.0])
+        self.h.run()
+        status = _status(self.h)
+        if status != "optimal":
+            return status, None, math.nan
+        z = np.asarray(self.h.getSolution().col_value)[: self.k]
+        return status, z, float(p @ z - (self.points[list(self.index)] @ z).max())
+
+
 def report_record(model: str, report: ArgmaxReport, k: int) -> dict:
     """The JSON record of one model (bytes as numbers; names are added by the table)."""
     return {

@@ -1,7 +1,8 @@
 """The models of a config: bottlenecked family `bn-<k>` with its Mixture-of-Softmaxes members `mos-<k>`,
 SVD-imposed heads `svd-r<r>` (thesis §7.1), ground truths `gt-<name>`, checkpoints `bn-<k>@<iteration>` (the
 weights of `bn-<k>` after that many training iterations) and seed runs `bn-<k>-s<seed>` (`bn-<k>` trained again
-under each `train.seeds` entry; `bn-<k>` itself is the run under the master `seed`), with their settings."""
+under each `train.seeds` entry; `bn-<k>` itself is the run under the master `seed`), with their settings; and the
+token track's rank-k heads `tok-<kind>-r<k>` on a frozen pretrained LM, measured against its full head `tok-full`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ def bottleneck_of(name: str) -> int:
     """The constraint of a model's head: k of a bottlenecked model `bn-<k>` (or a seed run or checkpoint of it) or
     a Mixture-of-Softmaxes `mos-<k>`, r of an SVD-imposed `svd-r<r>`."""
     name = seed_parts(checkpoint_parts(name)[0])[0]
+    if name.startswith("tok-"):
+        return token_head_parts(name)[1]
     for prefix in ("bn-", "mos-", "svd-r"):
         if name.startswith(prefix) and name.removeprefix(prefix).isdigit():
             return int(name.removeprefix(prefix))
@@ -82,6 +85,28 @@ def svd_name(rank: int) -> str:
 
 def svd_models(config: Mapping) -> list[str]:
     return [svd_name(r) for r in config["svd"]["ranks"]]
+
+
+TOKEN_REFERENCE = "tok-full"  # the token track's source model with its own full head
+TOKEN_HEAD_KINDS = ("svd", "learned")
+
+
+def token_head_name(kind: str, k: int) -> str:
+    return f"tok-{kind}-r{k}"
+
+
+def token_head_parts(name: str) -> tuple[str, int]:
+    """(kind, k) of a token-track head `tok-<kind>-r<k>`."""
+    kind, _, rank = name.removeprefix("tok-").partition("-r")
+    if not name.startswith("tok-") or kind not in TOKEN_HEAD_KINDS or not rank.isdigit():
+        raise ValueError(f"{name!r} is not a token-track head tok-<kind>-r<k> with kind in {TOKEN_HEAD_KINDS}")
+    return kind, int(rank)
+
+
+def token_head_models(config: Mapping) -> list[str]:
+    """The token track's rank-k heads, by k, each kind of `tokens.heads` at each `tokens.ranks` entry."""
+    tokens = config["tokens"]
+    return [token_head_name(kind, k) for k in sorted(tokens["ranks"]) for kind in tokens["heads"]]
 
 
 def svd_source(config: Mapping) -> str:

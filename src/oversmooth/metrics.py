@@ -24,7 +24,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -45,24 +46,26 @@ POSITION_SCHEMA = pa.schema(
     [
         ("prompt_id", pa.int32()),
         ("position", pa.int32()),
-        ("target", pa.uint8()),
+        ("target", pa.int32()),  # a byte, or a token of the token track
         ("method", pa.string()),
-        ("nucleus_size", pa.int16()),
-        ("bn_argmax", pa.uint8()),
+        ("nucleus_size", pa.int32()),
+        ("bn_argmax", pa.int32()),
         *((name, pa.float64()) for name in METRICS),
     ]
 )
 SUMMARY_COLUMNS = ["method", "metric", "mean", "sd", "ci_low", "ci_high", "n_positions", "n_prompts", "n_infinite"]
 
 
-def entropy(logprobs: torch.Tensor) -> torch.Tensor:
-    """Shannon entropy in nats along the last axis, with 0 log 0 = 0."""
-    return -torch.where(logprobs > float("-inf"), logprobs.exp() * logprobs, 0.0).sum(-1)
+def entropy(logprobs: torch.Tensor, probs: torch.Tensor | None = None) -> torch.Tensor:
+    """Shannon entropy in nats along the last axis, with 0 log 0 = 0 (`probs`: exp(logprobs), if at hand)."""
+    probs = logprobs.exp() if probs is None else probs
+    return -torch.where(logprobs > float("-inf"), probs * logprobs, 0.0).sum(-1)
 
 
-def kl_divergence(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
-    """KL(p || q) in nats along the last axis; +inf where q = 0 < p."""
-    terms = torch.where(logp > float("-inf"), logp.exp() * (logp - logq), 0.0)
+def kl_divergence(logp: torch.Tensor, logq: torch.Tensor, p: torch.Tensor | None = None) -> torch.Tensor:
+    """KL(p || q) in nats along the last axis; +inf where q = 0 < p (`p`: exp(logp), if at hand)."""
+    p = logp.exp() if p is None else p
+    terms = torch.where(logp > float("-inf"), p * (logp - logq), 0.0)
     return terms.sum(-1)
 
 
@@ -70,8 +73,7 @@ def mix_uniform(logp: torch.Tensor, eps: float) -> torch.Tensor:
     """log((1 - eps) p + eps / V): the distribution mixed with the uniform one at weight eps."""
     if not 0 < eps < 1:
         raise ValueError(f"metrics.kl_epsilon must be in (0, 1), got {eps}")
-    uniform = torch.full_like(logp, math.log(eps / logp.size(-1)))
-    return torch.logaddexp(logp + math.log1p(-eps), uniform)
+    return torch.logaddexp(logp + math.log1p(-eps), torch.tensor(math.log(eps / logp.size(-1)), dtype=logp.dtype))
 
 
 def tail_token_overassignment(p_bn: torch.Tensor, p_gt: torch.Tensor, nucleus: torch.Tensor) -> torch.Tensor:
@@ -89,23 +91,59 @@ def total_variation(p_bn: torch.Tensor, p_gt: torch.Tensor) -> torch.Tensor:
     return 0.5 * (p_bn - p_gt).abs().sum(-1)
 
 
-def oversmoothing(
-    logp_bn: torch.Tensor, logp_gt: torch.Tensor, tau: float, kl_epsilon: float = 1e-6, nucleus: torch.Tensor | None = None
-) -> dict[str, torch.Tensor]:
-    """TTO, NSMD, TV, KL, KL_eps and the entropy difference for every row of (n, V) log-probabilities.
+@dataclass(frozen=True)
+class Reference:
+    """What the metrics need of the ground truth's distributions, computed once for every decoding of the model."""
 
-    `nucleus`, the ground truth's nucleus mask at tau, may be passed in when it is reused."""
-    p_bn, p_gt = logp_bn.exp(), logp_gt.exp()
+    logp: torch.Tensor
+    p: torch.Tensor
+    nucleus: torch.Tensor
+    entropy: torch.Tensor
+
+
+def reference_terms(logp_gt: torch.Tensor, tau: float, nucleus: torch.Tensor | None = None) -> Reference:
+    p_gt = logp_gt.exp()
     nucleus = nucleus_mask(p_gt, tau) if nucleus is None else nucleus
+    return Reference(logp_gt, p_gt, nucleus, entropy(logp_gt, p_gt))
+
+
+def oversmoothing_against(logp_bn: torch.Tensor, reference: Reference, kl_epsilon: float = 1e-6) -> dict[str, torch.Tensor]:
+    """TTO, NSMD, TV, KL, KL_eps and the entropy difference for every row of (n, V) log-probabilities."""
+    p_bn, p_gt, nucleus = logp_bn.exp(), reference.p, reference.nucleus
     return {
         "tto": tail_token_overassignment(p_bn, p_gt, nucleus),
         "nsmd": nucleus_set_mass_difference(p_bn, p_gt, nucleus),
         "tv": total_variation(p_bn, p_gt),
-        "kl": kl_divergence(logp_gt, logp_bn),
-        "kl_eps": kl_divergence(logp_gt, mix_uniform(logp_bn, kl_epsilon)),
-        "entropy_diff": entropy(logp_bn) - entropy(logp_gt),
+        "kl": kl_divergence(reference.logp, logp_bn, p_gt),
+        "kl_eps": kl_divergence(reference.logp, mix_uniform(logp_bn, kl_epsilon), p_gt),
+        "entropy_diff": entropy(logp_bn, p_bn) - reference.entropy,
         "nucleus_size": nucleus.sum(-1),
     }
+
+
+def oversmoothing(
+    logp_bn: torch.Tensor, logp_gt: torch.Tensor, tau: float, kl_epsilon: float = 1e-6, nucleus: torch.Tensor | None = None
+) -> dict[str, torch.Tensor]:
+    """`oversmoothing_against` the ground truth `logp_gt` (its nucleus mask at tau may be passed in)."""
+    return oversmoothing_against(logp_bn, reference_terms(logp_gt, tau, nucleus), kl_epsilon)
+
+
+@dataclass(frozen=True)
+class PositionChunk:
+    """Consecutive positions with the model's and the reference's (ground truth's) log-probabilities (n, V)."""
+
+    prompt_id: np.ndarray
+    position: np.ndarray
+    target: np.ndarray
+    logp_model: torch.Tensor  # float64
+    logp_reference: torch.Tensor  # float64
+
+
+def logits_file_chunks(model_logits: str | os.PathLike, gt_logits: str | os.PathLike) -> Iterable[PositionChunk]:
+    """Two logits files' aligned row groups as chunks (float64)."""
+    for bn, gt in iter_aligned_logits(model_logits, gt_logits):
+        yield PositionChunk(bn.prompt_id, bn.position, bn.target, torch.from_numpy(bn.logprobs.astype(np.float64)),
+                            torch.from_numpy(gt.logprobs.astype(np.float64)))
 
 
 def position_metrics(
@@ -116,30 +154,37 @@ def position_metrics(
     tau: float,
     kl_epsilon: float,
 ) -> int:
-    """Per-position metrics of one model against one ground truth, for each decoding, to Parquet."""
+    """Per-position metrics of one model against one ground truth (two logits files), for each decoding, to Parquet."""
+    return write_position_metrics(logits_file_chunks(model_logits, gt_logits), out_path, decodings, tau, kl_epsilon)
+
+
+def write_position_metrics(
+    chunks: Iterable[PositionChunk], out_path: str | os.PathLike, decodings: Sequence[Decoding], tau: float,
+    kl_epsilon: float,
+) -> int:
+    """Per-position metrics of the model against the reference in every chunk, for each decoding, to Parquet."""
     if not 0 < tau <= 1:
         raise ValueError(f"metrics.tau must be in (0, 1], got {tau}")
     started, rows = time.perf_counter(), 0
     with atomic_path(out_path) as tmp:
         writer = pq.ParquetWriter(tmp, POSITION_SCHEMA)
-        for bn, gt in iter_aligned_logits(model_logits, gt_logits):
-            logp_bn = torch.from_numpy(bn.logprobs.astype(np.float64))
-            logp_gt = torch.from_numpy(gt.logprobs.astype(np.float64))
-            nucleus = nucleus_mask(logp_gt.exp(), tau)  # the same for every decoding
+        for chunk in chunks:
+            reference = reference_terms(chunk.logp_reference, tau)  # the same for every decoding
             for decoding in decodings:
-                transformed = decoding(logp_bn)
-                values = oversmoothing(transformed, logp_gt, tau, kl_epsilon, nucleus)
+                transformed = decoding(chunk.logp_model)
+                values = oversmoothing_against(transformed, reference, kl_epsilon)
                 columns = {
-                    "prompt_id": bn.prompt_id,
-                    "position": bn.position,
-                    "target": bn.target,
-                    "method": np.full(len(bn.target), decoding.method),
-                    "nucleus_size": values.pop("nucleus_size").numpy().astype(np.int16),
-                    "bn_argmax": transformed.argmax(-1).numpy().astype(np.uint8),
+                    "prompt_id": chunk.prompt_id,
+                    "position": chunk.position,
+                    "target": chunk.target,
+                    "method": np.full(len(chunk.target), decoding.method),
+                    "nucleus_size": values.pop("nucleus_size").numpy(),
+                    "bn_argmax": transformed.argmax(-1).numpy(),
                     **{name: values[name].numpy() for name in METRICS},
                 }
                 writer.write_table(pa.Table.from_pydict(columns, schema=POSITION_SCHEMA))
-            rows += len(bn.target)
+            rows += len(chunk.target)
+            log.info("%d positions x %d decodings, %.1f s", rows, len(decodings), time.perf_counter() - started)
         writer.close()
     log.info("%d positions x %d decodings in %.1f s", rows, len(decodings), time.perf_counter() - started)
     return rows

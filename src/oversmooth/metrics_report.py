@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from oversmooth.bytenames import byte_name
-from oversmooth.catalog import bottleneck_of
+from oversmooth.catalog import bottleneck_of, token_head_parts
 from oversmooth.decoding import METHOD_LABELS
 from oversmooth.metrics import METRIC_LABELS
 from oversmooth.report import plt, sns
@@ -53,9 +53,11 @@ def load_tbat_summaries(paths: Mapping[str, str | os.PathLike]) -> pd.DataFrame:
     return pd.concat([pd.read_csv(path).assign(model=model) for model, path in paths.items()], ignore_index=True)
 
 
-def table_4_1(summary: pd.DataFrame, models: Sequence[str], tbat: pd.DataFrame) -> pd.DataFrame:
-    """TTO and NSMD per bottleneck against each ground truth (pure sampling), and TBAT (pure)."""
+def table_4_1(summary: pd.DataFrame, models: Sequence[str], tbat: pd.DataFrame | None) -> pd.DataFrame:
+    """TTO and NSMD per bottleneck against each ground truth (pure sampling), and TBAT (pure) when given."""
     table = by_ground_truth(summary, models, ["tto", "nsmd"])
+    if tbat is None:
+        return table
     pure = tbat[tbat["method"] == "pure"].set_index("model")
     for stat in (*STATS, "n_failed", "n_positions"):
         table[f"TBAT {stat}"] = table["model"].map(pure[stat])
@@ -328,3 +330,25 @@ def argmax_counts(logits_path: str | os.PathLike) -> tuple[np.ndarray, np.ndarra
         argmax += np.bincount(batch.logprobs.argmax(1), minlength=256)
         targets += np.bincount(batch.target, minlength=256)
     return argmax, targets
+
+
+def figure_token_heads(summary: pd.DataFrame, models: Sequence[str], metrics: Sequence[str] = ("tto", "nsmd", "tv", "kl_eps"),
+                       method: str = "pure") -> plt.Figure:
+    """The token track: each metric of the rank-k heads against the full head, over k, one line per kind of head
+    (SVD-truncated, learned), with bootstrap CIs."""
+    rows = summary[(summary["method"] == method) & summary["model"].isin(models)].copy()
+    rows[["kind", "k"]] = [token_head_parts(m) for m in rows["model"]]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 3.2), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        for kind, group in rows[rows["metric"] == metric].groupby("kind", sort=False):
+            group = group.sort_values("k")
+            errors = [group["mean"] - group["ci_low"], group["ci_high"] - group["mean"]]
+            ax.errorbar(group["k"], group["mean"], yerr=errors, marker="o", capsize=3, label=f"{kind} head")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("rank k of the head")
+        ax.set_title(f"{METRIC_LABELS[metric]} ({METHOD_LABELS[method]})", fontsize=9)
+    axes[0][0].set_ylabel("mean against the full head")
+    axes[0][-1].legend(fontsize=8)
+    fig.suptitle("Token track: rank-k heads on the frozen source against its full head (95 % bootstrap CI)", fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -17,3 +17,12 @@ def rule_byte_lm(smk) -> ByteLM:
     if entry is not None and entry["kind"] == "token":
         entry = {**entry, "path": str(Path(smk.input.lm).parent)}
     return load_byte_lm(smk.wildcards.model, checkpoint=smk.input.get("checkpoint"), ground_truth=entry, device=inference_device())
+
+
+def rule_token_source(smk):
+    """(model, tokenizer) of the token track's frozen source LM, the folder of the job's `lm` input; on CUDA when
+    present, else on the job's CPU threads."""
+    from oversmooth.causallm import load_causal_lm  # transformers loads only for the jobs that need it
+
+    torch.set_num_threads(smk.threads)
+    return load_causal_lm(Path(smk.input.lm).parent, device=inference_device(), config_key="tokens.source")

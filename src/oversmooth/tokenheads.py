@@ -3,7 +3,11 @@ case for sub-word tokenised LLMs"; Godey et al. 2024): the softmax bottleneck im
 fluent, over its whole vocabulary (SmolLM2-135M: 49,152 tokens, hidden size 576).
 
 The body stays frozen, so the states h that the LM head reads (after the final norm) are computed once and cached;
-every head is then a function of h alone:
+every head is then a function of h alone, and so are its logits over the whole vocabulary. That is the track's
+logits layout: instead of V = 49,152 log-probabilities per position (98 kB in float16, rounded), a states file
+holds h (d = 576 float32, 2.3 kB, exact) once for all heads, and the metrics job forms each head's and the
+reference's full distributions from it chunk by chunk; a new head costs its factors, not another logits file.
+The heads are:
 - the full head W (V x d): the reference distribution, which isolates the bottleneck (a larger source model is
   the thesis-scale option);
 - the SVD head of rank k: W truncated to its best rank-k approximation (thesis ch. 7, imposed after training);
@@ -14,16 +18,118 @@ every head is then a function of h alone:
 from __future__ import annotations
 
 import logging
+import os
+import time
+from collections.abc import Iterator
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import torch
 import torch.nn.functional as F
 
 from oversmooth.headfit import HeadTraining, LowRankHead, train_head
-from oversmooth.metrics import oversmoothing
+from oversmooth.io import ParquetInput, atomic_path
+from oversmooth.metrics import PositionChunk, oversmoothing
 from oversmooth.rank import truncated_svd
 
 log = logging.getLogger(__name__)
+
+
+class TokenTrackError(ValueError):
+    """Token-track inputs or settings that cannot be used."""
+
+
+def states_schema(hidden: int) -> pa.Schema:
+    """One row per predicted token: where it is, which token, and the state h the head reads to predict it."""
+    return pa.schema([
+        ("prompt_id", pa.int32()),
+        ("position", pa.int32()),
+        ("target", pa.int32()),
+        ("state", pa.list_(pa.float32(), hidden)),
+    ])
+
+
+def write_states(path: str | os.PathLike, prompt_id: np.ndarray, position: np.ndarray, target: np.ndarray,
+                 states: np.ndarray) -> None:
+    """Write cached states (one row each) to Parquet, atomically."""
+    hidden = states.shape[1]
+    values = pa.array(np.ascontiguousarray(states, dtype=np.float32).reshape(-1))
+    table = pa.table({
+        "prompt_id": pa.array(prompt_id, pa.int32()),
+        "position": pa.array(position, pa.int32()),
+        "target": pa.array(target, pa.int32()),
+        "state": pa.FixedSizeListArray.from_arrays(values, hidden),
+    }, schema=states_schema(hidden))
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def read_states(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(columns prompt_id, position, target as arrays; states (N, d) float32) of a states file."""
+    table = ParquetInput(path).read()
+    missing = [c for c in ("prompt_id", "position", "target", "state") if c not in table.column_names]
+    if missing:
+        raise TokenTrackError(f"{os.fspath(path)}: not a token-states file (no column {missing[0]!r})")
+    column = table.column("state").combine_chunks()
+    states = np.array(column.values.to_numpy(zero_copy_only=False)).reshape(len(table), column.type.list_size)
+    return {c: table.column(c).to_numpy() for c in ("prompt_id", "position", "target")}, states
+
+
+def prompt_tokens(tokenizer, context: bytes, window: bytes) -> tuple[list[int], list[int]]:
+    """Token ids of an evaluation prompt's context and of its window, tokenised apart so that the window's first
+    token starts at its first byte (invalid UTF-8 decodes to U+FFFD)."""
+    def encode(data: bytes) -> list[int]:
+        return tokenizer(data.decode("utf-8", errors="replace"), add_special_tokens=False)["input_ids"]
+
+    return encode(context), encode(window)
+
+
+@torch.no_grad()
+def prompt_states(model, tokenizer, prompts: pa.Table) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The state and target of every window token of every prompt, each predicted from the prompt's context tokens
+    and the window's earlier tokens (one forward pass per prompt): (columns, states) as `read_states` returns."""
+    device = next(model.parameters()).device
+    columns: dict[str, list[np.ndarray]] = {"prompt_id": [], "position": [], "target": []}
+    states = []
+    started = time.perf_counter()
+    for i, row in enumerate(prompts.select(["prompt_id", "context", "window"]).to_pylist()):
+        context, window = prompt_tokens(tokenizer, row["context"], row["window"])
+        if not context or not window:
+            raise TokenTrackError(f"prompt {row['prompt_id']}: its context or window has no tokens")
+        ids = torch.tensor([context + window[:-1]], device=device)
+        hidden = model.base_model(input_ids=ids).last_hidden_state[0, len(context) - 1 :].float().cpu().numpy()
+        states.append(hidden)
+        columns["prompt_id"].append(np.full(len(window), row["prompt_id"], dtype=np.int32))
+        columns["position"].append(np.arange(len(window), dtype=np.int32))
+        columns["target"].append(np.asarray(window, dtype=np.int32))
+        if (i + 1) % 10 == 0 or i + 1 == len(prompts):
+            log.info("prompt states: %d/%d prompts, %.1f s", i + 1, len(prompts), time.perf_counter() - started)
+    return {name: np.concatenate(parts) for name, parts in columns.items()}, np.concatenate(states)
+
+
+def shard_token_ids(tokenizer, shard: np.ndarray, n_tokens: int) -> np.ndarray:
+    """The first `n_tokens` token ids of a byte shard's text (read in growing prefixes; a last document cut
+    mid-character decodes to U+FFFD)."""
+    n_bytes = 8 * n_tokens
+    while True:
+        text = bytes(shard[:n_bytes]).decode("utf-8", errors="replace")
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if len(ids) > n_tokens or n_bytes >= len(shard):
+            break
+        n_bytes *= 2
+    if len(ids) < n_tokens:
+        raise TokenTrackError(f"tokens.fit_tokens: the training shard has {len(ids)} tokens, fewer than {n_tokens}")
+    return np.asarray(ids[:n_tokens], dtype=np.int64)
+
+
+def shard_states(model, tokenizer, shard: np.ndarray, n_tokens: int, block: int, batch_size: int):
+    """States predicting the training shard's first `n_tokens` next tokens (rounded down to whole blocks), in blocks
+    (`final_hidden_states`): (columns, states) as `read_states` returns, `prompt_id` being the block."""
+    states, targets = final_hidden_states(model, shard_token_ids(tokenizer, shard, n_tokens + 1), block, batch_size)
+    rows = np.arange(len(targets))
+    return {"prompt_id": (rows // block).astype(np.int32), "position": (rows % block).astype(np.int32),
+            "target": targets.astype(np.int32)}, states
 
 
 def output_weight(model) -> torch.Tensor:
@@ -55,6 +161,12 @@ def final_hidden_states(model, token_ids: np.ndarray, block: int, batch_size: in
     return torch.cat(states).numpy(), torch.cat(targets).numpy()
 
 
+def check_rank(weight: torch.Tensor, rank: int) -> None:
+    if not 1 <= rank < weight.size(1):
+        raise TokenTrackError(f"tokens.ranks: {rank} is not below the source's hidden size {weight.size(1)} (its full "
+                              "rank is the reference head tok-full)")
+
+
 def svd_head(weight: torch.Tensor, rank: int) -> LowRankHead:
     """The rank-`rank` head whose matrix A B is W's truncated SVD (factors U S^1/2 and S^1/2 V^T, in float64)."""
     u, s, vh = truncated_svd(weight, rank)
@@ -68,17 +180,41 @@ def svd_head(weight: torch.Tensor, rank: int) -> LowRankHead:
 
 def learned_head(weight: torch.Tensor, states: np.ndarray, targets: np.ndarray, rank: int,
                  settings: HeadTraining) -> LowRankHead:
-    """A rank-`rank` head fitted by cross-entropy on cached (state, next token) pairs, from the SVD head."""
+    """A rank-`rank` head fitted by cross-entropy on cached (state, next token) pairs, from the SVD head, on W's
+    device."""
     torch.manual_seed(settings.seed + rank)
-    head = svd_head(weight, rank).train()
+    device = weight.device
+    head = svd_head(weight, rank).to(device).train()
     rng = np.random.default_rng([settings.seed, rank])
-    h, y = torch.from_numpy(states), torch.from_numpy(targets)
+    h, y = torch.from_numpy(states), torch.from_numpy(targets.astype(np.int64))
 
     def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
         rows = torch.from_numpy(rng.integers(0, len(y), size=settings.batch_size))
-        return h[rows], y[rows]
+        return h[rows].to(device), y[rows].to(device)
 
     return train_head(head, next_batch, settings.iters, settings.learning_rate, f"learned head k={rank}")
+
+
+def build_head(model, settings: dict, states_path: str | os.PathLike | None) -> tuple[LowRankHead, dict]:
+    """The head `settings` describe (kind `svd` or `learned`, rank, and a learned head's fit_iters, fit_batch_size,
+    learning_rate and seed) on `model`'s W, with its metadata; a learned head reads the training states."""
+    weight = output_weight(model)
+    kind, rank = settings["kind"], settings["rank"]
+    check_rank(weight, rank)
+    started = time.perf_counter()
+    if kind == "svd":
+        head = svd_head(weight, rank)
+    elif kind == "learned":
+        if states_path is None:
+            raise TokenTrackError(f"a learned head (rank {rank}) needs the cached training states")
+        columns, states = read_states(states_path)
+        training = HeadTraining(iters=settings["fit_iters"], batch_size=settings["fit_batch_size"],
+                                learning_rate=settings["learning_rate"], seed=settings["seed"])
+        head = learned_head(weight, states, columns["target"], rank, training)
+    else:
+        raise TokenTrackError(f"unknown head kind {kind!r} (config `tokens.heads`: svd, learned)")
+    log.info("%s head of rank %d over %d tokens in %.1f s", kind, rank, weight.size(0), time.perf_counter() - started)
+    return head.cpu(), {**settings, "vocab_size": weight.size(0), "hidden_size": weight.size(1)}
 
 
 @torch.no_grad()
@@ -91,17 +227,50 @@ def head_loss(head, states: np.ndarray, targets: np.ndarray, batch_size: int = 1
     return total / len(targets)
 
 
+def save_head(head: LowRankHead, path: str | os.PathLike, meta: dict) -> None:
+    """A rank-k head's factors with `meta` (kind, rank, source, ...), atomically."""
+    with atomic_path(path) as tmp:
+        torch.save({"meta": meta, "up": head.up.weight.detach().cpu(), "down": head.down.weight.detach().cpu()}, tmp)
+
+
+def load_head(path: str | os.PathLike) -> tuple[LowRankHead, dict]:
+    """(head, meta) saved by `save_head`."""
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    vocab, rank = saved["up"].shape
+    head = LowRankHead(saved["down"].size(1), rank, vocab_size=vocab)
+    with torch.no_grad():
+        head.up.weight.copy_(saved["up"])
+        head.down.weight.copy_(saved["down"])
+    return head.eval(), saved["meta"]
+
+
 @torch.no_grad()
+def head_logprob_chunks(head, weight: torch.Tensor, columns: dict[str, np.ndarray], states: np.ndarray,
+                        batch_size: int) -> Iterator[PositionChunk]:
+    """Cached states (`read_states`) in chunks, with `head`'s and the full head `weight`'s log-probabilities over the
+    whole vocabulary (float64, on CPU): what `metrics.write_position_metrics` compares."""
+    head, weight = head.cpu(), weight.cpu()  # the metrics are a CPU job
+    if states.shape[1] != weight.size(1):
+        raise TokenTrackError(f"states of size {states.shape[1]}, but the head reads {weight.size(1)}")
+    for start in range(0, len(states), batch_size):
+        rows = slice(start, start + batch_size)
+        h = torch.from_numpy(states[rows])
+        yield PositionChunk(
+            prompt_id=columns["prompt_id"][rows], position=columns["position"][rows], target=columns["target"][rows],
+            logp_model=torch.log_softmax(_logits(head, h).double(), -1),
+            logp_reference=torch.log_softmax((h @ weight.T).double(), -1),
+        )
+
+
 def oversmoothing_against_full(head, weight: torch.Tensor, states: np.ndarray, tau: float,
                                batch_size: int = 256) -> dict[str, np.ndarray]:
     """Per state: TTO, NSMD, TV, KL, KL_eps and entropy difference of `head`'s distribution against the full
     head's (the reference), over the whole vocabulary, in float64."""
+    index = np.arange(len(states))
     parts: dict[str, list[np.ndarray]] = {}
-    for start in range(0, len(states), batch_size):
-        h = torch.from_numpy(states[start : start + batch_size])
-        reference = torch.log_softmax((h @ weight.T).double(), -1)
-        values = oversmoothing(torch.log_softmax(_logits(head, h).double(), -1), reference, tau)
-        for name, value in values.items():
+    for chunk in head_logprob_chunks(head, weight, {"prompt_id": index, "position": index, "target": index}, states,
+                                     batch_size):
+        for name, value in oversmoothing(chunk.logp_model, chunk.logp_reference, tau).items():
             parts.setdefault(name, []).append(value.numpy())
     return {name: np.concatenate(chunks) for name, chunks in parts.items()}
 

@@ -1,20 +1,28 @@
-"""Snakemake adapter: per-position oversmoothing metrics of one model against one ground truth, and their summary."""
+"""Snakemake adapter: per-position oversmoothing metrics of one model against one ground truth (two logits files),
+or of a token-track head against its source's full head (cached states), and their summary."""
 
 import torch
 
 from oversmooth.decoding import decodings_from_config
 from oversmooth.logs import log_to_file
-from oversmooth.metrics import position_metrics, summarise_file
+from oversmooth.metrics import logits_file_chunks, summarise_file, write_position_metrics
 from oversmooth.report import write_csv
+from oversmooth.rules import rule_token_source
+from oversmooth.tokenheads import head_logprob_chunks, load_head, output_weight, read_states
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
     torch.set_num_threads(smk.threads)
     settings = smk.params.metrics
-    position_metrics(
-        smk.input.model, smk.input.ground_truth, smk.output.positions,
-        decodings_from_config(smk.params.decoding), settings["tau"], settings["kl_epsilon"],
+    if "head" in smk.input.keys():
+        head, _ = load_head(smk.input.head)
+        weight = output_weight(rule_token_source(smk)[0])
+        chunks = head_logprob_chunks(head, weight, *read_states(smk.input.states), smk.params.chunk)
+    else:
+        chunks = logits_file_chunks(smk.input.model, smk.input.ground_truth)
+    write_position_metrics(
+        chunks, smk.output.positions, decodings_from_config(smk.params.decoding), settings["tau"], settings["kl_epsilon"]
     )
     summary = summarise_file(
         smk.output.positions, n_boot=settings["bootstrap"], confidence=settings["confidence"], seed=smk.params.seed

@@ -1,0 +1,11 @@
+"""Snakemake adapter: the token track's oversmoothing of every rank-k head against the full head, over k."""
+
+from oversmooth.logs import log_to_file
+from oversmooth.metrics_report import figure_token_heads, load_summaries
+from oversmooth.report import save_figure
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+
+with log_to_file(smk.log[0]):
+    summary = load_summaries(dict(zip(map(tuple, smk.params.pairs), smk.input.summaries)))
+    save_figure(figure_token_heads(summary, smk.params.models), smk.output.png, smk.output.pdf)
