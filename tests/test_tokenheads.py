@@ -11,6 +11,7 @@ from oversmooth.decoding import Decoding
 from oversmooth.headfit import HeadTraining
 from oversmooth.io import read_parquet
 from oversmooth.metrics import oversmoothing, write_position_metrics
+from oversmooth.sampling import TokenHeadStepper, UncachedStepper, generate, uniforms_for
 from oversmooth.tokenheads import (
     TokenTrackError,
     build_head,
@@ -148,3 +149,17 @@ def test_token_metrics_rows_are_the_metrics_of_each_head_against_the_full_head(c
     for name in ("tto", "nsmd", "tv", "kl", "kl_eps", "entropy_diff"):
         assert np.allclose(pure[name].to_numpy(), expected[name].numpy(), atol=1e-12), name
     assert pure["target"].tolist() == columns["target"].tolist()
+
+
+@pytest.mark.parametrize("method", ["pure", "greedy", "top_k", "top_p", "temperature"])
+def test_cached_token_samples_equal_uncached_ones_token_for_token(cached, method):
+    """Past the block (12 tokens), so the cache is also rebuilt from the last half block; a rank-3 head and the
+    model's own head."""
+    model, ids = cached[:2]
+    prefixes = torch.from_numpy(np.stack([ids[:5], ids[7:12]]))
+    uniforms = uniforms_for([3, 4], 20)
+    decoding = Decoding(method, top_k=5)
+    for head in (svd_head(output_weight(model), 3), model.get_output_embeddings()):
+        fast = generate(TokenHeadStepper(model, head, block_size=12), prefixes, decoding, uniforms)
+        slow = generate(UncachedStepper(TokenHeadStepper(model, head, block_size=12)), prefixes, decoding, uniforms)
+        assert torch.equal(fast, slow) and fast.shape == (2, 20) and fast.max() < output_weight(model).size(0)

@@ -60,11 +60,12 @@ def _first_ranked(values: torch.Tensor, cut: torch.Tensor, count: torch.Tensor |
     every entry above it, then the entries equal to it in index order (what a stable sort would keep), in O(V)."""
     rows = values.reshape(-1, values.size(-1))
     above, at = rows > cut.reshape(-1, 1), rows == cut.reshape(-1, 1)
-    wanted = torch.as_tensor(count).reshape(-1, 1) - above.sum(-1, keepdim=True)
-    tied = at.sum(-1) > 1  # only rows with several entries at the cut need the index order
-    if tied.any():
-        at[tied] &= at[tied].cumsum(-1) <= wanted[tied]
-    return (above | at).reshape(values.shape)
+    wanted = (torch.as_tensor(count).reshape(-1, 1) - above.sum(-1, keepdim=True)).expand(rows.size(0), 1)
+    row, column = at.nonzero(as_tuple=True)  # row-major: each row's ties in index order
+    rank = torch.arange(len(row), device=row.device) - torch.searchsorted(row, row)  # position among its row's ties
+    keep = rank < wanted[row, 0]
+    above[row[keep], column[keep]] = True
+    return above.reshape(values.shape)
 
 
 def top_p(logprobs: torch.Tensor, p: float) -> torch.Tensor:
@@ -102,16 +103,17 @@ def nucleus_mask(probs: torch.Tensor, tau: float) -> torch.Tensor:
     (equal values are interchangeable in the cumulative mass), then ties at the cut go by index.
     """
     descending = _sorted_values_desc(probs)
-    size = (torch.cumsum(descending, dim=-1) - descending < tau).sum(-1, keepdim=True).clamp_min(1)
+    mass_before = torch.cumsum(descending, dim=-1) - descending
+    size = (mass_before < tau).sum(-1, keepdim=True).clamp_min(1)
     return _first_ranked(probs, descending.gather(-1, size - 1), size)
 
 
 def _sorted_values_desc(values: torch.Tensor) -> torch.Tensor:
-    """Each row's values in descending order; on CPU by NumPy's vectorised sort (about 10x torch.sort's speed over a
-    49,152-token vocabulary, which decides the token track's metrics time)."""
+    """Each row's values in descending order; on CPU by NumPy's vectorised sort (several times torch.sort's speed
+    over a 49,152-token vocabulary, which decides the token track's metrics time)."""
     if values.device.type != "cpu":
         return torch.sort(values, dim=-1, descending=True).values
-    return torch.from_numpy(-np.sort(-values.detach().numpy(), axis=-1))
+    return torch.from_numpy(np.flip(np.sort(values.detach().numpy(), axis=-1), -1).copy())
 
 
 def _renormalise(logprobs: torch.Tensor) -> torch.Tensor:

@@ -349,6 +349,6 @@ def figure_token_heads(summary: pd.DataFrame, models: Sequence[str], metrics: Se
         ax.set_title(f"{METRIC_LABELS[metric]} ({METHOD_LABELS[method]})", fontsize=9)
     axes[0][0].set_ylabel("mean against the full head")
     axes[0][-1].legend(fontsize=8)
-    fig.suptitle("Token track: rank-k heads on the frozen source against its full head (95 % bootstrap CI)", fontsize=9)
+    fig.suptitle("Token track: rank-k heads on the frozen source against its full head (bootstrap CIs)", fontsize=9)
     fig.tight_layout()
     return fig

@@ -54,11 +54,11 @@ def sample_seed(seed: int, model: str, method: str, prompt_id: int) -> int:
 
 
 def draw(logprobs: torch.Tensor, decoding: Decoding, uniforms: torch.Tensor) -> torch.Tensor:
-    """One byte per row from the decoded distribution, by inverting its CDF at `uniforms` (B,) in [0, 1)."""
+    """One byte (token) per row from the decoded distribution, by inverting its CDF at `uniforms` (B,) in [0, 1)."""
     probs = decoding(logprobs.double()).exp()
     cdf = probs.cumsum(-1)
     x = (uniforms.double() * cdf[:, -1]).unsqueeze(-1)
-    return torch.searchsorted(cdf, x, right=True).squeeze(-1).clamp_max(VOCAB_SIZE - 1)
+    return torch.searchsorted(cdf, x, right=True).squeeze(-1).clamp_max(logprobs.size(-1) - 1)
 
 
 class Stepper(Protocol):
@@ -128,6 +128,53 @@ class HFStepper:
         self.past = out.past_key_values
         logits = out.logits[:, -1, self.lm.byte_offset : self.lm.byte_offset + VOCAB_SIZE]
         return F.log_softmax(logits.float(), dim=-1).cpu()
+
+
+class TokenHeadStepper:
+    """A frozen `transformers` causal LM whose next-token distribution comes from `head` (a rank-k head of the token
+    track, or the model's own output layer) applied to the states its own head would read, with the model's key/value
+    cache (`past_key_values`): the token track's sampler."""
+
+    def __init__(self, model, head: torch.nn.Module, block_size: int):
+        self.model, self.head, self.block_size = model, head, block_size
+        self.device = next(model.parameters()).device
+        self.past, self.length = None, 0
+
+    def start(self, window: torch.Tensor) -> torch.Tensor:
+        self.past, self.length = None, window.size(1)
+        return self._run(window)
+
+    def step(self, token: torch.Tensor) -> torch.Tensor:
+        self.length += 1
+        return self._run(token[:, None])
+
+    def cached(self) -> int:
+        return self.length
+
+    @torch.no_grad()
+    def _run(self, ids: torch.Tensor) -> torch.Tensor:
+        out = self.model.base_model(input_ids=ids.to(self.device), past_key_values=self.past, use_cache=True)
+        self.past = out.past_key_values
+        return F.log_softmax(self.head(out.last_hidden_state[:, -1]).float(), dim=-1).cpu()
+
+
+class UncachedStepper:
+    """A stepper made to forget its cache: every step re-reads the whole window from the start (the oracle of the
+    cached path, and the baseline of its speed)."""
+
+    def __init__(self, stepper: Stepper):
+        self.inner, self.block_size, self.window = stepper, stepper.block_size, None
+
+    def start(self, window: torch.Tensor) -> torch.Tensor:
+        self.window = window
+        return self.inner.start(window)
+
+    def step(self, token: torch.Tensor) -> torch.Tensor:
+        self.window = torch.cat([self.window, token[:, None]], dim=1)
+        return self.inner.start(self.window)
+
+    def cached(self) -> int:
+        return self.window.size(1)
 
 
 def stepper_for(lm: ByteLM) -> Stepper:

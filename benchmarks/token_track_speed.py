@@ -1,13 +1,16 @@
-"""Token track speed: the cached-state design against recomputing the body, and the nucleus over a large vocabulary.
+"""Token track speed: cached states against recomputing the body, the nucleus over a large vocabulary, and the
+key/value-cached sampler against one without the cache.
 
-    python benchmarks/token_states_speed.py [--model results/quality/smollm2 --shard results/data/train.bin
-                                             --tokens 4096 --rank 16 --positions 256]
+    python benchmarks/token_track_speed.py [--model results/quality/smollm2 --shard results/data/train.bin
+                                            --tokens 4096 --rank 16 --positions 256 --sample-tokens 64]
 Prints, side by side in one process on one thread count:
 - caching: tokens/s of the body's forward pass that caches the head's input states (done once per source);
 - a head's logits over the whole vocabulary, per token: from the cache (h A B) against the baseline of a full
   forward pass with that head (what every head would cost without the cache), and the ratio;
 - the nucleus mask (tau 0.9) of the source's full-vocabulary distributions: ours (sorted values, ties at the cut by
-  index) against the definition by a full stable sort, and the ratio (the results are checked equal).
+  index) against the definition by a full stable sort, and the ratio (the results are checked equal);
+- sampling with the rank-k head (pure, 4 rows of 16-token prefixes): tokens/s with the model's key/value cache and
+  without it (every step re-reads the window), and the ratio (the samples are checked equal).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import torch
 
 from oversmooth.causallm import load_causal_lm
 from oversmooth.data import read_shard
-from oversmooth.decoding import nucleus_mask
+from oversmooth.decoding import Decoding, nucleus_mask
+from oversmooth.sampling import TokenHeadStepper, UncachedStepper, generate, uniforms_for
 from oversmooth.tokenheads import final_hidden_states, output_weight, shard_token_ids, svd_head
 
 
@@ -49,6 +53,7 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=256)
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--positions", type=int, default=256)
+    parser.add_argument("--sample-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
 
@@ -81,14 +86,31 @@ def main() -> None:
     print(f"{'  rank ' + str(args.rank) + ' head, whole vocabulary':<34}{cached / n:>20.2e}{uncached / n:>20.2e}"
           f"{uncached / cached:>8.1f}")
 
-    probs = torch.softmax((h[: args.positions] @ weight.T).double(), -1)
-    ours, definition = best_of(args.rounds, lambda: nucleus_mask(probs, 0.9)), best_of(
-        args.rounds, lambda: sorted_nucleus(probs, 0.9))
-    assert torch.equal(nucleus_mask(probs, 0.9), sorted_nucleus(probs, 0.9))
+    chunks = [torch.softmax((h[start : start + 32] @ weight.T).double(), -1) for start in range(0, args.positions, 32)]
+    ours = best_of(args.rounds, lambda: [nucleus_mask(probs, 0.9) for probs in chunks])  # as the metrics job:
+    definition = best_of(args.rounds, lambda: [sorted_nucleus(probs, 0.9) for probs in chunks])  # 32 at a time
+    assert all(torch.equal(nucleus_mask(probs, 0.9), sorted_nucleus(probs, 0.9)) for probs in chunks)
+    probs = torch.cat(chunks)
     print(f"{'nucleus mask':<34}{'ours s/position':>20}{'sorted s/position':>20}{'ratio':>8}")
-    print(f"{'  tau 0.9, ' + str(args.positions) + ' positions':<34}{ours / args.positions:>20.2e}"
+    print(f"{'  tau 0.9, ' + str(args.positions) + ' positions by 32':<34}{ours / args.positions:>20.2e}"
           f"{definition / args.positions:>20.2e}{definition / ours:>8.1f}")
     print(f"  median nucleus size {int(np.median(nucleus_mask(probs, 0.9).sum(-1).numpy()))} tokens")
+
+    prefixes = torch.from_numpy(ids[: 4 * 16].reshape(4, 16))
+    uniforms = uniforms_for(range(4), args.sample_tokens)
+    samples = {}
+
+    def sample(stepper, label):
+        samples[label] = generate(stepper, prefixes, Decoding("pure"), uniforms)
+
+    block = 4096
+    fast = best_of(args.rounds, lambda: sample(TokenHeadStepper(model, head, block), "cached"))
+    slow = best_of(args.rounds, lambda: sample(UncachedStepper(TokenHeadStepper(model, head, block)), "uncached"))
+    assert torch.equal(samples["cached"], samples["uncached"])
+    n = prefixes.size(0) * args.sample_tokens
+    print(f"{'sampling, rank ' + str(args.rank) + ' head':<34}{'cached tokens/s':>20}{'uncached tokens/s':>20}{'ratio':>8}")
+    print(f"{'  4 x ' + str(args.sample_tokens) + ' tokens after 16':<34}{n / fast:>20.1f}{n / slow:>20.1f}"
+          f"{slow / fast:>8.1f}")
 
 
 if __name__ == "__main__":
