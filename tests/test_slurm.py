@@ -20,7 +20,9 @@ from workflow_helpers import REPO, snakemake_command
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 
-GPU_RULES = {"train_model", "evaluate_model", "extract_logits", "sample", "rank_constrained_head"}
+GPU_RULES = {
+    "train_model", "evaluate_model", "extract_logits", "sample", "rank_constrained_head", "token_states", "token_head",
+}
 CLUSTER_OVERRIDE = f"""\
 resources:
   train_gpus: 1
@@ -99,8 +101,11 @@ def test_smoke_dag_through_slurm_gives_the_tables_of_a_local_run(slurm_run, smok
 def test_gpu_rules_ask_for_a_gpu_and_cpu_rules_go_to_the_cpu_partition(slurm_run, cluster):
     jobs = slurm_jobs(cluster)
     rules = {rule_of(job) for job in jobs}
-    assert {"train_model", "extract_logits", "sample", "oversmoothing_metrics", "tbat", "quality"} <= rules
-    assert not rules & {"metrics_table", "position_figure", "quality_table", "table_3_1", "table_7_3", "all"}  # localrules
+    assert {"train_model", "extract_logits", "sample", "oversmoothing_metrics", "tbat", "quality", "token_states",
+            "token_head"} <= rules
+    localrules = {"metrics_table", "position_figure", "quality_table", "table_3_1", "table_7_3", "figure_token_heads",
+                  "all"}
+    assert not rules & localrules
     for job in jobs:
         assert job["JobState"] == "COMPLETED", job
         if rule_of(job) in GPU_RULES:
