@@ -16,7 +16,6 @@ Prints, side by side in one process on one thread count:
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 import torch
@@ -24,25 +23,14 @@ import torch
 from oversmooth.causallm import load_causal_lm
 from oversmooth.data import read_shard
 from oversmooth.decoding import Decoding, nucleus_mask
+from oversmooth.reference import nucleus_mask_by_sort
 from oversmooth.sampling import TokenHeadStepper, UncachedStepper, generate, uniforms_for
+from oversmooth.timing import seconds
 from oversmooth.tokenheads import final_hidden_states, output_weight, shard_token_ids, svd_head
 
 
 def best_of(rounds: int, fn) -> float:
-    times = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
-
-
-def sorted_nucleus(probs: torch.Tensor, tau: float) -> torch.Tensor:
-    """The definition: a full stable sort, the mass before each entry, scattered back."""
-    values, order = torch.sort(probs, dim=-1, descending=True, stable=True)
-    inside = (torch.cumsum(values, -1) - values) < tau
-    inside[..., 0] = True
-    return torch.zeros_like(inside).scatter_(-1, order, inside)
+    return min(seconds(fn) for _ in range(rounds))
 
 
 def main() -> None:
@@ -88,8 +76,8 @@ def main() -> None:
 
     chunks = [torch.softmax((h[start : start + 32] @ weight.T).double(), -1) for start in range(0, args.positions, 32)]
     ours = best_of(args.rounds, lambda: [nucleus_mask(probs, 0.9) for probs in chunks])  # as the metrics job:
-    definition = best_of(args.rounds, lambda: [sorted_nucleus(probs, 0.9) for probs in chunks])  # 32 at a time
-    assert all(torch.equal(nucleus_mask(probs, 0.9), sorted_nucleus(probs, 0.9)) for probs in chunks)
+    definition = best_of(args.rounds, lambda: [nucleus_mask_by_sort(probs, 0.9) for probs in chunks])  # 32 at a time
+    assert all(torch.equal(nucleus_mask(probs, 0.9), nucleus_mask_by_sort(probs, 0.9)) for probs in chunks)
     probs = torch.cat(chunks)
     print(f"{'nucleus mask':<34}{'ours s/position':>20}{'sorted s/position':>20}{'ratio':>8}")
     print(f"{'  tau 0.9, ' + str(args.positions) + ' positions by 32':<34}{ours / args.positions:>20.2e}"

@@ -9,6 +9,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import torch
+
+
+def nucleus_mask_by_sort(probs: torch.Tensor, tau: float) -> torch.Tensor:
+    """The nucleus mask of every row by a full stable sort, the mass before each entry, scattered back (the
+    definition, vectorised the obvious way: the oracle and the baseline of `decoding.nucleus_mask`)."""
+    values, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+    inside = (torch.cumsum(values, -1) - values) < tau
+    inside[..., 0] = True
+    return torch.zeros_like(inside).scatter_(-1, order, inside)
+
 
 def nucleus_set(p_gt: Sequence[float], tau: float) -> set[int]:
     """Fewest most probable tokens whose mass reaches tau (ties: lower index first)."""
