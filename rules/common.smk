@@ -16,6 +16,9 @@ from oversmooth.catalog import (
     svd_source,
     token_head_models,
     token_head_parts,
+    token_methods,
+    token_sampled_models,
+    TOKEN_HUMAN,
     TOKEN_REFERENCE,
     trained_models,
     training_settings,
@@ -23,7 +26,7 @@ from oversmooth.catalog import (
 )
 from oversmooth.provenance import library_digest
 from oversmooth.metrics_report import e_table_names, tbat_table_names
-from oversmooth.quality_report import QUALITY_TABLES, SAMPLE_TABLES, nearest_models
+from oversmooth.quality_report import QUALITY_TABLES, SAMPLE_TABLES, SAMPLE_TITLES, nearest_models
 
 RESULTS = "results"
 BOTTLENECK_RUN = r"bn-\d+(?:-s\d+)?"  # a bottlenecked model (under the master seed or another)
@@ -86,6 +89,33 @@ def quality_path(model, kind="per_sample"):
 
 def unargmaxable_path(model):
     return result_path("unargmaxable", f"{model}.json")
+
+
+def unargmaxable_inputs(wildcards):
+    """A bottleneck's checkpoint, or a token-track head's factors."""
+    if is_token_model(wildcards.model):
+        return {"head": token_head_path(wildcards.model)}
+    return {"checkpoint": model_path(wildcards.model, "best.pt")}
+
+
+def unargmaxable_token_heads():
+    """The token-track heads whose unargmaxable tokens are analysed (`tokens.unargmaxable_ranks`)."""
+    wanted = set(config["tokens"]["unargmaxable_ranks"])
+    return [m for m in token_head_models(config) if token_head_parts(m)[1] in wanted]
+
+
+def unargmaxable_tables():
+    """Table B, and with analysed token-track heads its token version."""
+    return ["table_b", *token_tables(["table_b"])] if unargmaxable_token_heads() else ["table_b"]
+
+
+def unargmaxable_table_inputs(wildcards):
+    """Table B reads the bottlenecks' records; its token version the analysed heads', the training states (token
+    frequencies) and the source (its tokenizer)."""
+    if wildcards.unargmaxable_table == "table_b":
+        return {"records": [unargmaxable_path(m) for m in bottleneck_models(config)]}
+    return {"records": [unargmaxable_path(m) for m in unargmaxable_token_heads()], "states": token_states_path("train"),
+            "lm": token_source_input()}
 
 
 def timing_path(model):
@@ -225,6 +255,14 @@ def decoding_for(model):
     return config["decoding"]
 
 
+def sampling_decoding_for(model):
+    """The decoding settings a model is sampled with: `decoding_for`, or for the token track (which measures every
+    method) `tokens.sampling.methods`."""
+    if is_token_model(model):
+        return {**config["decoding"], "methods": token_methods(config)}
+    return decoding_for(model)
+
+
 def e_tables():
     """Appendix E tables: name -> (ground truth, decoding methods)."""
     return e_table_names(ground_truth_models(config), config["decoding"]["methods"])
@@ -281,16 +319,101 @@ def reported(path, caption, category):
 
 
 def quality_tables():
-    """Quality table name -> decoding methods: Tables 5.3, 6.2, 6.3 and, with SVD models, H.1."""
-    tables = dict(QUALITY_TABLES)
+    """Quality table name -> decoding methods (those of `decoding.methods`): Tables 5.3, 6.2, 6.3, with SVD models
+    H.1, and with a token track its versions of 5.3, 6.2 and 6.3 (methods of `tokens.sampling.methods`; a table
+    left without methods is left out)."""
+    tables = with_token_versions(QUALITY_TABLES)
     if svd_models(config):
-        tables["table_h_1"] = tuple(config["svd"]["decoding"])
+        tables["table_h_1"] = list(config["svd"]["decoding"])
     return tables
 
 
+def with_token_versions(tables):
+    """Table name -> its decoding methods of `decoding.methods`; with a token track, also each table's version
+    `<name>_tokens` with its methods of `tokens.sampling.methods`, left out when none is."""
+    out = {name: [m for m in methods if m in config["decoding"]["methods"]] for name, methods in tables.items()}
+    if token_head_models(config):
+        for name, methods in tables.items():
+            chosen = [m for m in methods if m in token_methods(config)]
+            if chosen:
+                out[name + TOKEN_TABLE_SUFFIX] = chosen
+    return out
+
+
 def quality_table_models(wildcards):
-    """The rows of a quality table (before Human): the SVD-imposed heads for Table H.1, else every sampled model."""
+    """The rows of a quality table (before Human): the SVD-imposed heads for Table H.1, the token track's heads and
+    full head for its tables, else every sampled model."""
+    if wildcards.quality_table.endswith(TOKEN_TABLE_SUFFIX):
+        return token_sampled_models(config)
     return svd_models(config) if wildcards.quality_table == "table_h_1" else sampled_models(config)
+
+
+def human_of(table):
+    """The Human row of a quality or sample table: the token track's human continuations for its tables."""
+    return TOKEN_HUMAN if table.endswith(TOKEN_TABLE_SUFFIX) else "human"
+
+
+def is_token_model(model):
+    """A model (or the human continuations `tok-human`) of the token track."""
+    return model.startswith("tok-")
+
+
+def sample_tables():
+    """Sample table name -> decoding methods: Tables 5.1, 5.2, appendix G, and the token track's versions."""
+    return with_token_versions(SAMPLE_TABLES)
+
+
+def sample_table_models(wildcards):
+    """Every sampled model of the table's track (the inputs of a sample table)."""
+    return token_sampled_models(config) if wildcards.sample_table.endswith(TOKEN_TABLE_SUFFIX) else sampled_models(config)
+
+
+def sample_table_shown(wildcards):
+    """The models a sample table shows: every one in appendix G; in Tables 5.1 and 5.2 the bottlenecks nearest
+    k = 4, 8, 32, or for the token track each kind of head at its lowest and highest rank, then the full head."""
+    models = sample_table_models(wildcards)
+    if wildcards.sample_table.startswith("samples_appendix_g"):
+        return models
+    if wildcards.sample_table.endswith(TOKEN_TABLE_SUFFIX):
+        heads = token_head_models(config)
+        ranks = sorted(config["tokens"]["ranks"])
+        ends = {token_head_parts(m)[1] for m in heads} & {ranks[0], ranks[-1]}
+        return [m for m in heads if token_head_parts(m)[1] in ends] + [TOKEN_REFERENCE]
+    return nearest_models(main_bottleneck_models(config))
+
+
+def sample_table_title(name):
+    """The heading of a sample table, with the track for the token track's."""
+    base = name.removesuffix(TOKEN_TABLE_SUFFIX)
+    title = SAMPLE_TITLES[base]
+    return title if base == name else f"{title}, token track ({config['tokens']['source']} with rank-k heads)"
+
+
+def token_prompts_path():
+    """The token track's sampling prompts (whole tokens of its source's tokenizer)."""
+    return result_path("tokens", "prompts.parquet")
+
+
+def prompts_of(model):
+    """The prompts a model is sampled from and scored against: the token track's for its models."""
+    return token_prompts_path() if is_token_model(model) else data_path("prompts.parquet")
+
+
+def sample_inputs(wildcards):
+    """A byte-level model's prompts and checkpoint; a token-track model's prompts, source LM and (for a rank-k head)
+    its factors."""
+    model = wildcards.model
+    if not is_token_model(model):
+        return logits_inputs(wildcards)
+    head = {} if model == TOKEN_REFERENCE else {"head": token_head_path(model)}
+    return {"prompts": token_prompts_path(), "lm": token_source_input(), **head}
+
+
+def sampling_settings(model):
+    """What a model's samples depend on: `sampling`, or for the token track `tokens.sampling` and its source."""
+    if is_token_model(model):
+        return {**config["tokens"]["sampling"], "source": config["tokens"]["source"]}
+    return config["sampling"]
 
 
 def position_figure_models(wildcards):
@@ -362,8 +485,8 @@ def perplexity_model_path():
 
 
 def quality_inputs(wildcards):
-    inputs = {"prompts": data_path("prompts.parquet")}
-    if wildcards.model != "human":
+    inputs = {"prompts": prompts_of(wildcards.model)}
+    if wildcards.model not in ("human", TOKEN_HUMAN):
         inputs["samples"] = samples_path(wildcards.model)
     if config["quality"]["perplexity_model"] == "smollm2":
         inputs["lm"] = perplexity_model_path()
@@ -379,20 +502,20 @@ def all_targets():
     if checkpoint_models(config):
         figures += ["figure_loss_matched"]
     if token_head_models(config):
-        figures += ["figure_token_heads"]
+        figures += ["figure_token_heads", "figure_token_quality"]
     return [
         data_path("manifest.json"),
         data_path("prompts.parquet"),
         table_path("table_3_1"),
         *(table_path(name) for name in metrics_tables()),
-        table_path("table_b"),
+        *(table_path(name) for name in unargmaxable_tables()),
         table_path("table_i_1"),
         *(table_path(name) for name in quality_tables()),
         table_path("table_7_3"),
         table_path("table_godey_ngram_rank"),
         table_path("table_godey_anisotropy"),
         *([table_path("table_godey_rank_constrained")] if svd_models(config) else []),
-        *(f"{RESULTS}/tables/{name}.md" for name in SAMPLE_TABLES),
+        *(f"{RESULTS}/tables/{name}.md" for name in sample_tables()),
         *([table_path("table_loss_matched")] if checkpoint_models(config) else []),
         *(figure_path(name, ext) for name in figures for ext in ("png", "pdf")),
     ]

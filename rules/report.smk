@@ -11,6 +11,7 @@ localrules:
     figure_4_2,
     figure_4_3,
     figure_token_heads,
+    figure_token_quality,
     table_b,
     table_i_1,
     quality_table,
@@ -154,15 +155,33 @@ rule figure_token_heads:
         "../workflow/scripts/figure_token_heads.py"
 
 
+rule figure_token_quality:
+    input:
+        summaries=[quality_path(m, "summary") for m in token_sampled_models(config)],
+        human=quality_path(TOKEN_HUMAN, "summary"),
+    output:
+        **figure_outputs("figure_token_quality", REPORT_QUALITY),
+    params:
+        library=library_code("figure_token_quality"),
+    log:
+        log_path("report", "figure_token_quality"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/figure_token_quality.py"
+
+
 rule table_b:
     input:
-        [unargmaxable_path(m) for m in bottleneck_models(config)],
+        unpack(unargmaxable_table_inputs),
     output:
-        reported(table_path("table_b"), "table_b", REPORT_EXACT),
+        reported(table_path("{unargmaxable_table}"), "table_b", REPORT_EXACT),
+    wildcard_constraints:
+        unargmaxable_table="|".join(unargmaxable_tables()),
     params:
         library=library_code("table_b"),
     log:
-        log_path("report", "table_b"),
+        log_path("report", "{unargmaxable_table}"),
     conda:
         "../envs/report.yaml"
     script:
@@ -187,7 +206,7 @@ rule table_i_1:
 
 rule quality_table:
     input:
-        lambda w: [quality_path(m, "summary") for m in [*quality_table_models(w), "human"]],
+        lambda w: [quality_path(m, "summary") for m in [*quality_table_models(w), human_of(w.quality_table)]],
     output:
         reported(table_path("{quality_table}"), "quality_table", REPORT_QUALITY),
     wildcard_constraints:
@@ -195,7 +214,7 @@ rule quality_table:
     params:
         library=library_code("quality_table"),
         models=quality_table_models,
-        methods=lambda w: [m for m in quality_tables()[w.quality_table] if m in config["decoding"]["methods"]],
+        methods=lambda w: quality_tables()[w.quality_table],
     log:
         log_path("report", "{quality_table}"),
     conda:
@@ -206,19 +225,19 @@ rule quality_table:
 
 rule sample_table:
     input:
-        samples=[samples_path(m) for m in sampled_models(config)],
-        prompts=data_path("prompts.parquet"),
+        samples=lambda w: [samples_path(m) for m in sample_table_models(w)],
+        prompts=lambda w: prompts_of(human_of(w.sample_table)),
     output:
         reported(result_path("tables", "{sample_table}.md"), "sample_table", REPORT_QUALITY),
     wildcard_constraints:
-        sample_table="|".join(SAMPLE_TABLES),
+        sample_table="|".join(sample_tables()),
     params:
         library=library_code("sample_table"),
-        models=sampled_models(config),
-        shown=lambda w: sampled_models(config) if w.sample_table == "samples_appendix_g" else nearest_models(main_bottleneck_models(config)),
-        methods=lambda w: [m for m in SAMPLE_TABLES[w.sample_table] if m in config["decoding"]["methods"]],
-        prompt=config["figures"]["sample_prompt"],
-        n_prompts=config["sampling"]["n_prompts"],
+        shown=sample_table_shown,
+        methods=lambda w: sample_tables()[w.sample_table],
+        title=lambda w: sample_table_title(w.sample_table),
+        prompt=lambda w: None if is_token_model(human_of(w.sample_table)) else config["figures"]["sample_prompt"],
+        n_prompts=lambda w: None if is_token_model(human_of(w.sample_table)) else config["sampling"]["n_prompts"],
     log:
         log_path("report", "{sample_table}"),
     conda:

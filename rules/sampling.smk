@@ -2,15 +2,39 @@
 # A GPU rule at thesis scale (resources.inference_gpus).
 
 
+# The token track's prompts: spans of the evaluation pool cut at whole tokens of its source's tokenizer.
+rule token_prompts:
+    input:
+        eval_docs=data_path("eval_docs.parquet"),
+        lm=token_source_input(),
+    output:
+        token_prompts_path(),
+    params:
+        library=library_code("token_prompts"),
+        sampling={k: v for k, v in config["tokens"]["sampling"].items() if k not in ("methods", "batch_size")},
+        source=config["tokens"]["source"],
+        seed=config["seed"],
+    resources:
+        **job_resources("cpu"),
+    log:
+        log_path("tokens", "prompts"),
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/token_prompts.py"
+
+
+# A byte-level model continues the sampling prompts' byte prefixes; a token-track model (a rank-k head, or tok-full)
+# continues the token prompts with its head on its frozen source's states.
 rule sample:
     input:
-        unpack(logits_inputs),
+        unpack(sample_inputs),
     output:
         samples_path("{model}"),
     params:
         library=library_code("sample"),
-        sampling=config["sampling"],
-        decoding=lambda w: decoding_for(w.model),
+        sampling=lambda w: sampling_settings(w.model),
+        decoding=lambda w: sampling_decoding_for(w.model),
         seed=config["seed"],
         ground_truth=lambda w: loaded_ground_truth(w.model),
     threads: config["resources"]["inference_threads"]
@@ -48,11 +72,11 @@ rule quality:
         per_sample=quality_path("{model}"),
         summary=quality_path("{model}", "summary"),
     wildcard_constraints:
-        model=rf"{BOTTLENECK_RUN}|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+|human",
+        model=rf"{BOTTLENECK_RUN}|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+|human|{TOKEN_HEAD}|{TOKEN_REFERENCE}|{TOKEN_HUMAN}",
     params:
         library=library_code("quality"),
         quality=config["quality"],
-        n_prompts=config["sampling"]["n_prompts"],
+        n_prompts=lambda w: None if is_token_model(w.model) else config["sampling"]["n_prompts"],
         bootstrap={k: config["metrics"][k] for k in ("bootstrap", "confidence")},
         seed=config["seed"],
     threads: config["resources"]["metrics_threads"]

@@ -29,13 +29,14 @@ rule tbat:
         "../workflow/scripts/tbat.py"
 
 
+# A bottleneck's byte classes (its LayerNorm-ed input, a ball), or a token-track head's tokens (every direction).
 rule unargmaxable:
     input:
-        checkpoint=model_path("{model}", "best.pt"),
+        unpack(unargmaxable_inputs),
     output:
         unargmaxable_path("{model}"),
     wildcard_constraints:
-        model=BOTTLENECK_RUN,
+        model=rf"{BOTTLENECK_RUN}|{TOKEN_HEAD}",
     params:
         library=library_code("unargmaxable"),
         settings=config["unargmaxable"],

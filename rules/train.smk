@@ -3,7 +3,7 @@
 
 
 wildcard_constraints:
-    model=rf"{BOTTLENECKED}|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+|{TOKEN_HEAD}",
+    model=rf"{BOTTLENECKED}|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+|{TOKEN_HEAD}|{TOKEN_REFERENCE}",
 
 
 rule train_model:

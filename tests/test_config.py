@@ -144,3 +144,16 @@ def test_token_ground_truths_take_defaults_and_name_bad_settings(repo):
     config["ground_truths"][2]["prune_ratio"] = 2
     with pytest.raises(ConfigError, match=r"ground_truths\[2\].prune_ratio: 2 is greater than the maximum of 1"):
         validate_config(config)
+
+
+def test_token_sampling_methods_must_be_decoding_methods(repo):
+    base = load_config(repo / "config" / "config.yaml")
+    assert base["tokens"]["sampling"]["methods"] == ["pure", "top_p"]  # the demo's choice
+    with pytest.raises(ConfigError, match=r"tokens.sampling.methods: \['top_p'\] are not in decoding.methods"):
+        validate_config({**base, "decoding": {**base["decoding"], "methods": ["pure", "greedy"]}})
+
+
+def test_unargmaxable_token_ranks_must_be_ranks_the_track_builds(repo):
+    base = load_config(repo / "config" / "config.yaml")
+    with pytest.raises(ConfigError, match=r"tokens.unargmaxable_ranks: \[8\] are not in tokens.ranks \[4, 16, 64\]"):
+        validate_config({**base, "tokens": {**base["tokens"], "unargmaxable_ranks": [4, 8]}})

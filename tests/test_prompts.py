@@ -76,3 +76,29 @@ def test_write_prompts_is_atomic_and_readable(pool, tmp_path):
     write_prompts(pool, out, SPEC, seed=4)
     assert pq.read_table(out).num_rows == SPEC.n_prompts
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eval_docs.parquet", "prompts.parquet"]
+
+
+def test_token_prompts_are_whole_tokens_of_spans_after_a_sentence_end(pool, tiny_token_lm):
+    from oversmooth.causallm import load_tokenizer
+    from oversmooth.prompts import TOKEN_PROMPTS_SCHEMA, select_token_prompts
+
+    tokenizer = load_tokenizer(tiny_token_lm)
+    table = select_token_prompts(pool, tokenizer, n_prompts=5, prefix_tokens=4, continuation_tokens=6,
+                                 bytes_per_token=8, seed=3)
+    assert table.schema == TOKEN_PROMPTS_SCHEMA and table.num_rows == 5
+    texts = {i: t.as_py() for i, t in enumerate(pq.read_table(pool).column("text"))}
+    for row in table.to_pylist():
+        assert len(row["prefix_ids"]) == 4 and len(row["continuation_ids"]) == 6
+        text = texts[int(row["doc_id"].removeprefix("d:"))]
+        assert text[row["offset"] - 1 : row["offset"]] in (b" ", b"\n")  # right after a sentence mark
+        whole = tokenizer(text[row["offset"] : row["offset"] + 80].decode(), add_special_tokens=False)["input_ids"]
+        assert row["prefix_ids"] + row["continuation_ids"] == whole[:10]  # the span's own tokenisation, cut
+        assert row["sample_prefix"] == tokenizer.decode(row["prefix_ids"]).encode()
+        assert row["human_continuation"] == tokenizer.decode(row["continuation_ids"]).encode()
+        assert text[row["offset"] :].startswith(row["sample_prefix"] + row["human_continuation"])
+    again = select_token_prompts(pool, tokenizer, n_prompts=5, prefix_tokens=4, continuation_tokens=6,
+                                 bytes_per_token=8, seed=3)
+    assert again.equals(table)
+    with pytest.raises(PromptError, match="tokens.sampling.bytes_per_token"):
+        select_token_prompts(pool, tokenizer, n_prompts=5, prefix_tokens=4, continuation_tokens=6,
+                             bytes_per_token=0.5, seed=3)

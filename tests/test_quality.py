@@ -16,13 +16,14 @@ from oversmooth.quality import (
     continuation_nll,
     has_repetition,
     human_samples,
+    mauve_replicates,
     mauve_scores,
     perplexities,
     summarise_quality,
     valid_word_ratio,
     words,
 )
-from oversmooth.quality_report import nearest_models, quality_table, samples_markdown
+from oversmooth.quality_report import figure_token_quality, nearest_models, quality_table, samples_markdown
 
 
 def test_words_strip_punctuation_digits_and_case():
@@ -118,6 +119,13 @@ def test_summary_counts_and_corpus_metrics():
     assert row["repetition_ci_low"] == 0.0 and 0.25 < row["repetition_ci_high"] <= 1.0
     floor = summarise_quality(per_sample, continuations, [b"ab"], {"pure": [np.nan, np.nan]}, n_boot=200, confidence=0.95, seed=0)
     assert math.isnan(floor.iloc[0]["mauve_mean"]) and floor.iloc[0]["mauve_seeds_at_floor"] == 2
+    assert math.isnan(row["mauve_ci_low"]) and row["mauve_replicates"] == 0  # no replicates: no interval
+    replicated = summarise_quality(per_sample, continuations, [b"ab"], {"pure": [0.9, 0.8]},
+                                   mauve_boot={"pure": np.array([0.1, 0.2, np.nan, 0.3, 0.4, 0.5])}, n_boot=200,
+                                   confidence=0.5, seed=0).iloc[0]
+    # the percentile interval of the finite replicates (floor ones left out): quartiles of 0.1..0.5
+    assert (replicated["mauve_ci_low"], replicated["mauve_ci_high"]) == pytest.approx((0.2, 0.4))
+    assert replicated["mauve_replicates"] == 6
 
 
 def test_mauve_is_not_reported_at_its_floor():
@@ -131,6 +139,36 @@ def test_mauve_is_not_reported_at_its_floor():
     assert all(0.1 < s <= 1.0 for s in alike)
     assert at_floor(np.array([0.5, 0.5, 0.0]), np.array([0.0, 0.0, 1.0]))
     assert not at_floor(np.array([0.5, 0.5, 0.0]), np.array([0.0, 0.1, 0.9]))
+
+
+def test_mauve_replicates_resample_both_sides_and_separate_near_from_far_texts():
+    rng = np.random.default_rng(1)
+    human = rng.normal(size=(60, 8)).astype(np.float32)
+    near = rng.normal(size=(60, 8)).astype(np.float32)  # the same distribution
+    far = (rng.normal(size=(60, 8)) + 1.5 * np.eye(8)[0]).astype(np.float32)
+    near_boot = mauve_replicates(near, human, seeds=[1, 2], n_boot=12, seed=0)
+    far_boot = mauve_replicates(far, human, seeds=[1, 2], n_boot=12, seed=0)
+    assert near_boot.shape == (12,) and np.all((near_boot > 0) & (near_boot <= 1))
+    assert np.nanquantile(far_boot, 0.9) < np.nanquantile(near_boot, 0.1)
+    assert len(set(np.round(near_boot, 12))) > 1  # resampled: not one value repeated
+    assert np.array_equal(mauve_replicates(near, human, seeds=[1, 2], n_boot=12, seed=0), near_boot, equal_nan=True)
+
+
+def test_token_quality_figure_has_a_line_per_method_and_kind_with_full_and_human_references():
+    rows = []
+    for model in ("tok-svd-r4", "tok-learned-r4", "tok-svd-r16", "tok-learned-r16", "tok-full"):
+        for method in ("pure", "top_p"):
+            rows.append({"model": model, "method": method, **{f"{m}_{s}": 0.5 for m in ("mauve", "bits_per_byte",
+                         "valid_word_ratio") for s in ("mean", "ci_low", "ci_high")},
+                         "repetition": 0.1, "repetition_ci_low": 0.0, "repetition_ci_high": 0.2})
+    human = pd.DataFrame([{"model": "human", "method": "human", "mauve_mean": np.nan, "bits_per_byte_mean": 1.0,
+                           "valid_word_ratio_mean": 0.9, "repetition": 0.0}])
+    fig = figure_token_quality(pd.DataFrame(rows), human)
+    mauve_axis, bpb_axis = fig.axes[:2]
+    assert len(mauve_axis.containers) == 4  # (pure, top_p) x (svd, learned) error-bar lines over k
+    assert len(mauve_axis.lines) - 4 * 3 == 2  # full head per method; no human line where MAUVE has no human value
+    assert len(bpb_axis.lines) - 4 * 3 == 3  # ... and the human line where it has one
+    assert list(mauve_axis.containers[0].lines[0].get_xdata()) == [4, 16]
 
 
 def test_quality_tables_and_sample_markdown():

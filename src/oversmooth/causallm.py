@@ -46,10 +46,17 @@ def convert_smollm2(out_dir: str | os.PathLike) -> None:
 
 def load_causal_lm(path: str | os.PathLike, device: str | torch.device = "cpu", config_key: str = "quality.perplexity_model"):
     """A causal LM and its tokenizer from a local folder (never a hub); a missing folder is blamed on `config_key`."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = load_tokenizer(path, config_key)
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32).to(device).eval()
+    return model, tokenizer
+
+
+def load_tokenizer(path: str | os.PathLike, config_key: str = "quality.perplexity_model"):
+    """The tokenizer of a local model folder (never a hub); a missing folder is blamed on `config_key`."""
+    from transformers import AutoTokenizer
 
     if not Path(path).is_dir():
         raise FileNotFoundError(f"no model folder {path} (config `{config_key}`)")
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32).to(device).eval()
-    return model, tokenizer
+    return AutoTokenizer.from_pretrained(path, local_files_only=True)

@@ -67,6 +67,7 @@ def validate_config(config: dict, schema_path: str | os.PathLike = SCHEMA_PATH) 
         raise ConfigError("invalid config (schema " + os.fspath(schema_path) + "):\n" + "\n".join(lines))
     _check_unique_source_labels(config)
     _check_rank_settings(config)
+    _check_token_settings(config)
     _check_sampling_prompts(config)
     _check_checkpoints(config)
     _check_seeds(config)
@@ -159,6 +160,23 @@ def _check_seeds(config: Mapping) -> None:
     if seed in seeds:
         raise ConfigError(f"invalid config:\n  train.seeds: {seeds} contains the master seed {seed}, whose runs are "
                           "bn-<k> already; list other seeds")
+
+
+def _check_token_settings(config: Mapping) -> None:
+    """The token track samples with methods of `decoding.methods` only (their settings live there), and analyses
+    the unargmaxable tokens of heads it builds."""
+    tokens = config.get("tokens", {})
+    wanted = tokens.get("sampling", {}).get("methods") or []
+    decoding = config.get("decoding", {}).get("methods", [])
+    problems = []
+    unknown = [m for m in wanted if m not in decoding]
+    if unknown:
+        problems.append(f"  tokens.sampling.methods: {unknown} are not in decoding.methods {decoding}")
+    unbuilt = [k for k in tokens.get("unargmaxable_ranks", []) if k not in tokens.get("ranks", [])]
+    if unbuilt:
+        problems.append(f"  tokens.unargmaxable_ranks: {unbuilt} are not in tokens.ranks {tokens.get('ranks')}")
+    if problems:
+        raise ConfigError("invalid config:\n" + "\n".join(problems))
 
 
 def _check_rank_settings(config: Mapping) -> None:

@@ -46,6 +46,12 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
+def write_parquet(table: pa.Table, path: str | os.PathLike) -> None:
+    """Write an Arrow table to Parquet, atomically."""
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
 def sha256_file(path: str | os.PathLike, chunk_bytes: int = 1 << 20) -> str:
     """Hex SHA-256 of a file, read in chunks."""
     digest = hashlib.sha256()

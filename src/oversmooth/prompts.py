@@ -7,6 +7,7 @@ continuation that follows it.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from oversmooth.io import ParquetInput, atomic_path
+from oversmooth.io import ParquetInput, write_parquet
 from oversmooth.logs import get_logger
 
 log = get_logger("prompts")
@@ -156,6 +157,57 @@ def _read_rows(parquet: pq.ParquetFile, rows: list[int]) -> dict[int, bytes]:
 def write_prompts(eval_docs_path: str | os.PathLike, out_path: str | os.PathLike, spec: PromptSpec, seed: int) -> pa.Table:
     """Select prompts and write them to Parquet atomically."""
     table = select_prompts(eval_docs_path, spec, seed)
-    with atomic_path(out_path) as tmp:
-        pq.write_table(table, tmp)
+    write_parquet(table, out_path)
     return table
+
+
+# ----------------------------------------------------------------------------------------------
+# The token track's sampling prompts: whole tokens of a sub-word tokenizer
+
+TOKEN_PROMPTS_SCHEMA = pa.schema(
+    [
+        ("prompt_id", pa.int32()),
+        ("doc_id", pa.string()),
+        ("source", pa.string()),
+        ("offset", pa.int64()),
+        ("prefix_ids", pa.list_(pa.int32())),
+        ("continuation_ids", pa.list_(pa.int32())),
+        ("sample_prefix", pa.binary()),
+        ("human_continuation", pa.binary()),
+    ]
+)
+
+
+def select_token_prompts(
+    eval_docs_path: str | os.PathLike,
+    tokenizer,
+    *,
+    n_prompts: int,
+    prefix_tokens: int,
+    continuation_tokens: int,
+    bytes_per_token: float,
+    seed: int,
+) -> pa.Table:
+    """`n_prompts` prompts of the token track: spans of the evaluation pool that start after a sentence end (chosen
+    as `select_prompts` chooses), each tokenised whole; its first `prefix_tokens` tokens are given to the models and
+    the next `continuation_tokens` are the human continuation. Both texts are the tokens decoded, as a model's
+    sampled tokens are, so that human and model texts pass through the same detokenisation."""
+    n_tokens = prefix_tokens + continuation_tokens
+    span = math.ceil(n_tokens * bytes_per_token)
+    spec = PromptSpec(n_prompts=n_prompts, window=span, context_bytes=0, prompt_bytes=0, continuation_bytes=0)
+    spans = select_prompts(eval_docs_path, spec, seed)
+    rows = []
+    for row in spans.select(["prompt_id", "doc_id", "source", "offset", "window"]).to_pylist():
+        ids = tokenizer(row.pop("window").decode("utf-8", errors="replace"), add_special_tokens=False)["input_ids"]
+        if len(ids) < n_tokens:
+            raise PromptError(
+                f"prompt {row['prompt_id']} ({row['doc_id']}, byte {row['offset']}): {span} bytes give {len(ids)} tokens, "
+                f"fewer than the {n_tokens} of tokens.sampling.prefix_tokens + continuation_tokens; raise "
+                "tokens.sampling.bytes_per_token"
+            )
+        prefix, continuation = ids[:prefix_tokens], ids[prefix_tokens:n_tokens]
+        rows.append({**row, "prefix_ids": prefix, "continuation_ids": continuation,
+                     "sample_prefix": tokenizer.decode(prefix).encode("utf-8"),
+                     "human_continuation": tokenizer.decode(continuation).encode("utf-8")})
+    log.info("%d token prompts of %d + %d tokens", len(rows), prefix_tokens, continuation_tokens)
+    return pa.Table.from_pylist(rows, schema=TOKEN_PROMPTS_SCHEMA)

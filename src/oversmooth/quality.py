@@ -15,7 +15,8 @@ Definitions (each tested on hand-made texts):
   causal LM, each token conditioned on the prompt and the continuation before it; and the same NLL in
   **bits per byte** of the continuation's (UTF-8) text, which does not depend on how the text tokenises.
 - **MAUVE** (mauve-text) between the model's and the human continuations, on features of an offline
-  sentence encoder, averaged over `quality.mauve_seeds` k-means seeds (mean and sd) with the sample count. A
+  sentence encoder, averaged over `quality.mauve_seeds` k-means seeds (mean and sd) with the sample count, and a
+  bootstrap percentile interval over `quality.mauve_bootstrap` replicates that resample both sides. A
   seed whose k-means buckets each hold only model or only human samples gives MAUVE's floor (a constant that
   does not depend on the texts): it is counted in `mauve_seeds_at_floor` and left out, never averaged in.
 """
@@ -177,6 +178,20 @@ def mauve_scores(model_features: np.ndarray, human_features: np.ndarray, seeds: 
     return scores
 
 
+def mauve_replicates(model_features: np.ndarray, human_features: np.ndarray, seeds: Sequence[int], n_boot: int,
+                     seed: int) -> np.ndarray:
+    """MAUVE of `n_boot` bootstrap replicates: replicate b resamples the model's and the human samples (with
+    replacement, seeded by (seed, b)) and quantises with k-means seed seeds[b % len(seeds)], so the spread covers the
+    samples' noise as well as the quantisation's; NaN where a replicate is at MAUVE's floor."""
+    scores = np.full(n_boot, np.nan)
+    for b in range(n_boot):
+        rng = np.random.default_rng([seed, b])
+        p = model_features[rng.integers(0, len(model_features), len(model_features))]
+        q = human_features[rng.integers(0, len(human_features), len(human_features))]
+        scores[b] = mauve_scores(p, q, [seeds[b % len(seeds)]])[0]
+    return scores
+
+
 def at_floor(p_hist: np.ndarray, q_hist: np.ndarray) -> bool:
     """True when no k-means bucket holds both model and human samples: MAUVE is then at its floor."""
     return not bool(np.any((np.asarray(p_hist) > 0) & (np.asarray(q_hist) > 0)))
@@ -208,13 +223,15 @@ def summarise_quality(
     human: list[bytes],
     mauve: dict[str, list[float]],
     *,
+    mauve_boot: dict[str, np.ndarray] | None = None,
     n_boot: int,
     confidence: float,
     seed: int,
 ) -> pd.DataFrame:
     """Per method: mean, sd and bootstrap CI of the sample-level metrics; repetition and byte TV with
     bootstrap CIs (samples resampled, the same replicates for every metric); MAUVE mean and sd over the k-means
-    seeds where it is informative, and how many seeds were at its floor (NaN mean when all were); sample counts."""
+    seeds where it is informative, how many seeds were at its floor (NaN mean when all were), and its percentile
+    interval over `mauve_boot`'s replicates (`mauve_replicates`; NaN without any); sample counts."""
     rows = []
     for method, group in per_sample.groupby("method", sort=False):
         n = len(group)
@@ -242,6 +259,9 @@ def summarise_quality(
         row["mauve_sd"] = float(informative.std(ddof=1)) if informative.size > 1 else np.nan
         row["mauve_seeds"] = int(scores.size)
         row["mauve_seeds_at_floor"] = int(scores.size - informative.size)
+        replicates = np.asarray((mauve_boot or {}).get(method, []), dtype=float)
+        row["mauve_ci_low"], row["mauve_ci_high"] = percentile_interval(replicates[np.isfinite(replicates)], confidence)
+        row["mauve_replicates"] = int(replicates.size)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -265,6 +285,7 @@ def model_quality(
     *,
     repetition_n: int,
     mauve_seeds: Sequence[int],
+    mauve_bootstrap: int = 0,
     n_boot: int,
     confidence: float,
     seed: int,
@@ -277,13 +298,17 @@ def model_quality(
     bpb = bits_per_byte(total, samples["text"].str.encode("utf-8").tolist())
     per_sample = sample_metrics(samples, perplexity_of(total, count), bpb, repetition_n)
     continuations = {m: g["continuation"].tolist() for m, g in samples.groupby("method", sort=False)}
-    mauve = {}
+    mauve, mauve_boot = {}, {}
     if (samples["model"] != "human").any() and mauve_seeds:
         human_features = encode_texts(human["text"].tolist())
         for method, group in samples.groupby("method", sort=False):
-            mauve[method] = mauve_scores(encode_texts(group["text"].tolist()), human_features, mauve_seeds)
-            log.info("%s: MAUVE %s", method, np.round(mauve[method], 4).tolist())
+            features = encode_texts(group["text"].tolist())
+            mauve[method] = mauve_scores(features, human_features, mauve_seeds)
+            mauve_boot[method] = mauve_replicates(features, human_features, mauve_seeds, mauve_bootstrap, seed)
+            log.info("%s: MAUVE %s over k-means seeds; %d bootstrap replicates", method,
+                     np.round(mauve[method], 4).tolist(), mauve_bootstrap)
     summary = summarise_quality(
-        per_sample, continuations, human["continuation"].tolist(), mauve, n_boot=n_boot, confidence=confidence, seed=seed
+        per_sample, continuations, human["continuation"].tolist(), mauve, mauve_boot=mauve_boot, n_boot=n_boot,
+        confidence=confidence, seed=seed,
     )
     return per_sample, summary.assign(model=samples["model"].iloc[0])

@@ -22,13 +22,12 @@ from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 import torch.nn.functional as F
 
 from oversmooth.bytelm import ByteLM, GPTByteLM, HFByteLM
 from oversmooth.decoding import Decoding
-from oversmooth.io import atomic_path
+from oversmooth.io import write_parquet
 from oversmooth.logs import get_logger
 from oversmooth.model import VOCAB_SIZE, KVCache
 
@@ -239,32 +238,75 @@ def sample_model(
     seed: int,
     n_prompts: int | None = None,
 ) -> pa.Table:
-    """Every (method, prompt) continuation of one model, to Parquet."""
+    """Every (method, prompt) continuation of one byte-level model, to Parquet."""
+    prefixes = [list(p) for p in prompts.column("sample_prefix").to_pylist()[:n_prompts]]
     ids = prompts.column("prompt_id").to_pylist()[:n_prompts]
-    prefixes = prompts.column("sample_prefix").to_pylist()[:n_prompts]
+    return write_samples(stepper_for(lm), lm.name, ids, prefixes, decodings, out_path, n_new=continuation_bytes,
+                         batch_size=batch_size, seed=seed, to_bytes=bytes)
+
+
+def sample_token_model(
+    model,
+    tokenizer,
+    head: torch.nn.Module,
+    name: str,
+    prompts: pa.Table,
+    decodings: Sequence[Decoding],
+    out_path: str | os.PathLike,
+    *,
+    continuation_tokens: int,
+    batch_size: int,
+    seed: int,
+) -> pa.Table:
+    """Every (method, prompt) continuation of a token-track model (`head` on the frozen `model`'s states) from the
+    token prompts' `prefix_ids`, to Parquet; texts are the sampled tokens decoded, as the human ones are."""
+    stepper = TokenHeadStepper(model, head, getattr(model.config, "max_position_embeddings", 2048))
+    return write_samples(
+        stepper, name, prompts.column("prompt_id").to_pylist(), prompts.column("prefix_ids").to_pylist(), decodings,
+        out_path, n_new=continuation_tokens, batch_size=batch_size, seed=seed,
+        to_bytes=lambda ids: tokenizer.decode(ids).encode("utf-8"),
+    )
+
+
+def write_samples(
+    stepper: Stepper,
+    name: str,
+    ids: Sequence[int],
+    prefixes: Sequence[Sequence[int]],
+    decodings: Sequence[Decoding],
+    out_path: str | os.PathLike,
+    *,
+    n_new: int,
+    batch_size: int,
+    seed: int,
+    to_bytes,
+) -> pa.Table:
+    """Continue each prefix (equal lengths, bytes or token ids) by `n_new` symbols with each decoding method, in
+    batches; one row per (method, prompt) with the prefix and continuation as `to_bytes` renders them."""
     if len({len(p) for p in prefixes}) != 1:
-        raise ValueError("prompts.parquet holds sampling prefixes of different lengths; rebuild the prompts")
-    stepper = stepper_for(lm)
+        raise ValueError(f"{name}: the sampling prefixes have different lengths {sorted({len(p) for p in prefixes})}; "
+                         "rebuild the prompts")
     rows = []
     for decoding in decodings:
         started = time.perf_counter()
         for first in range(0, len(ids), batch_size):
             batch_ids = ids[first : first + batch_size]
-            seeds = [sample_seed(seed, lm.name, decoding.method, i) for i in batch_ids]
-            x = torch.tensor([list(p) for p in prefixes[first : first + batch_size]], dtype=torch.long)
-            new = generate(stepper, x, decoding, uniforms_for(seeds, continuation_bytes))
-            for i, s, prefix, continuation in zip(batch_ids, seeds, prefixes[first:], new.to(torch.uint8).numpy()):
-                data = continuation.tobytes()
+            seeds = [sample_seed(seed, name, decoding.method, i) for i in batch_ids]
+            x = torch.tensor(prefixes[first : first + batch_size], dtype=torch.long)
+            new = generate(stepper, x, decoding, uniforms_for(seeds, n_new))
+            for i, s, prefix, continuation in zip(batch_ids, seeds, prefixes[first:], new.tolist()):
+                data = to_bytes(continuation)
                 rows.append(
-                    {"model": lm.name, "method": decoding.method, "prompt_id": i, "seed": s, "prefix": prefix,
+                    {"model": name, "method": decoding.method, "prompt_id": i, "seed": s, "prefix": to_bytes(prefix),
                      "continuation": data, "text": data.decode("utf-8", errors="replace")}
                 )
+            log.info("%s %s: %d/%d continuations, %.1f s", name, decoding.method, min(first + batch_size, len(ids)),
+                     len(ids), time.perf_counter() - started)
         seconds = time.perf_counter() - started
-        log.info("%s %s: %d continuations of %d bytes, %.1f s (%.0f bytes/s)", lm.name, decoding.method, len(ids),
-                 continuation_bytes, seconds, len(ids) * continuation_bytes / seconds)
+        log.info("%s %s: %d continuations of %d symbols, %.1f s (%.0f symbols/s)", name, decoding.method, len(ids),
+                 n_new, seconds, len(ids) * n_new / seconds)
     table = pa.Table.from_pylist(rows, schema=SAMPLES_SCHEMA)
-    with atomic_path(out_path) as tmp:
-        pq.write_table(table, tmp)
+    write_parquet(table, out_path)
     return table
 
 

@@ -307,10 +307,9 @@ def model_tbat(
     workers: int = 1,
 ) -> pa.Table:
     """TBAT at a seeded sample of positions (the same rows for every model), after each decoding, to Parquet."""
-    import pyarrow.parquet as pq
     import torch
 
-    from oversmooth.io import ParquetInput, atomic_path
+    from oversmooth.io import ParquetInput, write_parquet
 
     n_rows = ParquetInput(logits_path).metadata.num_rows
     prompt_id, position, logprobs = read_sampled_rows(logits_path, sample_positions(n_rows, positions, seed))
@@ -332,6 +331,5 @@ def model_tbat(
             "seconds": [r.seconds for r in rows],
         }, schema=TBAT_SCHEMA))
     table = pa.concat_tables(tables)
-    with atomic_path(out_path) as tmp:
-        pq.write_table(table, tmp)
+    write_parquet(table, out_path)
     return table

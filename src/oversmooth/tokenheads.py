@@ -23,13 +23,14 @@ import time
 from collections.abc import Iterator
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 import torch.nn.functional as F
 
+from oversmooth.catalog import token_head_parts
 from oversmooth.headfit import HeadTraining, LowRankHead, train_head
-from oversmooth.io import ParquetInput, atomic_path
+from oversmooth.io import ParquetInput, atomic_path, write_parquet
 from oversmooth.metrics import PositionChunk, oversmoothing
 from oversmooth.rank import truncated_svd
 
@@ -61,8 +62,7 @@ def write_states(path: str | os.PathLike, prompt_id: np.ndarray, position: np.nd
         "target": pa.array(target, pa.int32()),
         "state": pa.FixedSizeListArray.from_arrays(values, hidden),
     }, schema=states_schema(hidden))
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
+    write_parquet(table, path)
 
 
 def read_states(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -277,3 +277,25 @@ def oversmoothing_against_full(head, weight: torch.Tensor, states: np.ndarray, t
 
 def _logits(head, h: torch.Tensor) -> torch.Tensor:
     return h @ head.T if isinstance(head, torch.Tensor) else head(h)
+
+
+def unargmaxable_token_table(records: list[dict], targets: np.ndarray, tokenizer, top_n: int = 12) -> pd.DataFrame:
+    """Per head (a `argmax.vertex_record`): how many tokens can and cannot be the argmax, the share of the corpus
+    tokens `targets` (the cached training text's next tokens) that can never be, and the most frequent of those
+    tokens there, each with its count."""
+    rows = []
+    for record in records:
+        counts = np.bincount(targets, minlength=record["n_rows"])
+        never = np.asarray(record["unargmaxable"], dtype=np.int64)
+        order = never[np.argsort(-counts[never], kind="stable")]
+        frequent = [t for t in order[:top_n] if counts[t] > 0]
+        kind, rank = token_head_parts(record["model"])
+        rows.append({
+            "model": record["model"], "kind": kind, "k": rank, "vocabulary": record["n_rows"],
+            "n_argmaxable": len(record["argmaxable"]), "n_unargmaxable": len(never),
+            "n_duplicated": len(record["duplicates"]), "n_failed": len(record["failed"]),
+            "corpus_tokens": int(counts.sum()), "corpus_share_never_argmax": float(counts[never].sum() / counts.sum()),
+            "most_frequent_never_argmax": " ".join(f"{tokenizer.decode([int(t)])!r}×{counts[t]}" for t in frequent),
+            "seconds": record["seconds"],
+        })
+    return pd.DataFrame(rows)

@@ -15,10 +15,11 @@ with log_to_file(smk.log[0]):
     torch.set_num_threads(smk.threads)
     settings = smk.params.quality
     human = human_samples(read_parquet(smk.input.prompts).to_pandas(), smk.params.n_prompts)
-    samples = human if smk.wildcards.model == "human" else read_parquet(smk.input.samples).to_pandas()
+    samples = read_parquet(smk.input.samples).to_pandas() if "samples" in smk.input.keys() else human
     lm_path = Path(smk.input.lm).parent if "lm" in smk.input.keys() else settings["perplexity_model"]
     per_sample, summary = model_quality(
         samples, human, lm_path, repetition_n=settings["repetition_n"], mauve_seeds=settings["mauve_seeds"],
+        mauve_bootstrap=settings["mauve_bootstrap"],
         n_boot=smk.params.bootstrap["bootstrap"], confidence=smk.params.bootstrap["confidence"],
         seed=smk.params.seed, batch_size=settings["batch_size"],
     )

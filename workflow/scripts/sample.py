@@ -1,18 +1,28 @@
-"""Snakemake adapter: continuations of the sampling prompts by one model with every decoding method (rule sample)."""
+"""Snakemake adapter: continuations of the sampling prompts by one model with every decoding method (rule sample):
+a byte-level model from its checkpoint, or a token-track model (a rank-k head or tok-full) on its frozen source."""
 
 from oversmooth.decoding import decodings_from_config
 from oversmooth.io import read_parquet
 from oversmooth.logs import log_to_file
-from oversmooth.rules import rule_byte_lm
-from oversmooth.sampling import sample_model
+from oversmooth.rules import rule_byte_lm, rule_token_source
+from oversmooth.sampling import sample_model, sample_token_model
+from oversmooth.tokenheads import load_head
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
-    lm = rule_byte_lm(smk)
-    settings = smk.params.sampling
-    sample_model(
-        lm, read_parquet(smk.input.prompts), decodings_from_config(smk.params.decoding), smk.output[0],
-        continuation_bytes=settings["continuation_bytes"], batch_size=settings["batch_size"],
-        seed=smk.params.seed, n_prompts=settings["n_prompts"],
-    )
+    settings, decodings = smk.params.sampling, decodings_from_config(smk.params.decoding)
+    prompts = read_parquet(smk.input.prompts)
+    if smk.wildcards.model.startswith("tok-"):
+        model, tokenizer = rule_token_source(smk)
+        head = load_head(smk.input.head)[0] if "head" in smk.input.keys() else model.get_output_embeddings()
+        sample_token_model(
+            model, tokenizer, head.to(next(model.parameters()).device), smk.wildcards.model, prompts, decodings,
+            smk.output[0], continuation_tokens=settings["continuation_tokens"], batch_size=settings["batch_size"],
+            seed=smk.params.seed,
+        )
+    else:
+        sample_model(
+            rule_byte_lm(smk), prompts, decodings, smk.output[0], continuation_bytes=settings["continuation_bytes"],
+            batch_size=settings["batch_size"], seed=smk.params.seed, n_prompts=settings["n_prompts"],
+        )

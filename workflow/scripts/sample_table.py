@@ -9,15 +9,9 @@ from oversmooth.quality_report import samples_markdown, write_text
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-TITLES = {
-    "table_5_1": "Table 5.1: continuations with pure and greedy decoding",
-    "table_5_2": "Table 5.2: continuations with top-k and top-p decoding",
-    "samples_appendix_g": "Appendix G: continuations of every model with every decoding method",
-}
-
 with log_to_file(smk.log[0]):
     samples = pd.concat([read_parquet(p).to_pandas() for p in smk.input.samples], ignore_index=True)
     human = human_samples(read_parquet(smk.input.prompts).to_pandas(), smk.params.n_prompts)
     prompt = int(human["prompt_id"].iloc[0]) if smk.params.prompt is None else smk.params.prompt
-    text = samples_markdown(samples, human, smk.params.shown, smk.params.methods, prompt, TITLES[smk.wildcards.sample_table])
+    text = samples_markdown(samples, human, smk.params.shown, smk.params.methods, prompt, smk.params.title)
     write_text(text, smk.output[0])

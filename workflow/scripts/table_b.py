@@ -1,16 +1,23 @@
-"""Snakemake adapter: Table B, unargmaxable classes per bottleneck (exact and approximate)."""
+"""Snakemake adapter: Table B, unargmaxable classes per bottleneck (exact and approximate); or its token-track
+version, unargmaxable tokens per rank-k head with the most frequent of them in the training text."""
 
 import json
+from pathlib import Path
 
 from oversmooth.argmax import table_b
+from oversmooth.causallm import load_tokenizer
+from oversmooth.io import read_parquet
 from oversmooth.logs import log_to_file
 from oversmooth.report import write_table
+from oversmooth.tokenheads import unargmaxable_token_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
-    records = []
-    for path in smk.input:
-        with open(path) as f:
-            records.append(json.load(f))
-    write_table(table_b(records), smk.output[0])
+    records = [json.loads(Path(path).read_text()) for path in smk.input.records]
+    if "states" in smk.input.keys():
+        targets = read_parquet(smk.input.states, columns=["target"]).column("target").to_numpy()
+        tokenizer = load_tokenizer(Path(smk.input.lm).parent, config_key="tokens.source")
+        write_table(unargmaxable_token_table(records, targets, tokenizer), smk.output[0])
+    else:
+        write_table(table_b(records), smk.output[0])

@@ -1,14 +1,21 @@
-"""Snakemake adapter: unargmaxable byte classes of one bottleneck head, approximate and exact (rule unargmaxable)."""
+"""Snakemake adapter: unargmaxable classes of one head (rule unargmaxable): a bottleneck's byte classes, approximate
+and exact, or a token-track head's tokens, exact."""
 
-from oversmooth.argmax import report_record, unargmaxable_classes
+from oversmooth.argmax import linear_head_vertices, report_record, unargmaxable_classes, vertex_record
 from oversmooth.io import write_json
 from oversmooth.logs import log_to_file
+from oversmooth.tokenheads import load_head
 from oversmooth.train import load_model
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
-    head = load_model(smk.input.checkpoint).head
-    settings = smk.params.settings
-    report = unargmaxable_classes(head, patience=settings["patience"], seed=smk.params.seed, tol=settings["tol"])
-    write_json(smk.output[0], report_record(smk.wildcards.model, report, head.out.weight.shape[1]))
+    settings, model = smk.params.settings, smk.wildcards.model
+    if "head" in smk.input.keys():
+        head, meta = load_head(smk.input.head)
+        report = linear_head_vertices(head.up.weight.detach().double().numpy(), seed=smk.params.seed, tol=settings["tol"])
+        write_json(smk.output[0], vertex_record(model, report, meta["rank"]))
+    else:
+        head = load_model(smk.input.checkpoint).head
+        report = unargmaxable_classes(head, patience=settings["patience"], seed=smk.params.seed, tol=settings["tol"])
+        write_json(smk.output[0], report_record(model, report, head.out.weight.shape[1]))

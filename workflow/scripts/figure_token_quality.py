@@ -1,0 +1,13 @@
+"""Snakemake adapter: the token track's sample quality against the rank of its heads, per decoding method."""
+
+import pandas as pd
+
+from oversmooth.logs import log_to_file
+from oversmooth.quality_report import figure_token_quality
+from oversmooth.report import save_figure
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+
+with log_to_file(smk.log[0]):
+    summary = pd.concat([pd.read_csv(p) for p in smk.input.summaries], ignore_index=True)
+    save_figure(figure_token_quality(summary, pd.read_csv(smk.input.human)), smk.output.png, smk.output.pdf)
