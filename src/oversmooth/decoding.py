@@ -102,10 +102,25 @@ def nucleus_mask(probs: torch.Tensor, tau: float) -> torch.Tensor:
     so the entry that crosses tau is included (the arg min of thesis §4.1.1). Only the sorted values are needed
     (equal values are interchangeable in the cumulative mass), then ties at the cut go by index.
     """
-    descending = _sorted_values_desc(probs)
+    rows = probs.reshape(-1, probs.size(-1))
+    size, cut = _nucleus_cut(rows, tau, min(NUCLEUS_CANDIDATES, rows.size(-1)))
+    wide = size[:, 0] == NUCLEUS_CANDIDATES  # the cut may lie beyond the candidates: these rows are sorted whole
+    if wide.any():
+        size[wide], cut[wide] = _nucleus_cut(rows[wide], tau, rows.size(-1))
+    return _first_ranked(rows, cut, size).reshape(probs.shape)
+
+
+NUCLEUS_CANDIDATES = 512  # the largest values taken first (`topk`); a nucleus as large or larger sorts its row whole
+
+
+def _nucleus_cut(rows: torch.Tensor, tau: float, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(size, value at the cut) of each row's nucleus among its `n` largest values, in descending order (the
+    cumulative mass of the first n sorted values does not depend on the rest); a size of n means the cut may lie
+    beyond them."""
+    descending = rows.topk(n, dim=-1).values if n < rows.size(-1) else _sorted_values_desc(rows)
     mass_before = torch.cumsum(descending, dim=-1) - descending
     size = (mass_before < tau).sum(-1, keepdim=True).clamp_min(1)
-    return _first_ranked(probs, descending.gather(-1, size - 1), size)
+    return size, descending.gather(-1, size - 1)
 
 
 def _sorted_values_desc(values: torch.Tensor) -> torch.Tensor:

@@ -6,6 +6,9 @@ over that byte only. A byte is drawn from the decoded distribution by inverting 
 number from the row's own generator, seeded by (seed, model, method, prompt): adding a model or a
 prompt changes no other sample, and the batch size changes nothing.
 
+The token track samples the same way (`sample_token_model`): a rank-k head (or the full one) on a frozen
+`transformers` LM's states with that model's cache, token prefixes of equal length, texts decoded by its tokenizer.
+
 Context: while prefix + continuation fit in the model's block, every byte sees everything before it
 (the thesis: 100 + 500 <= 1024). When the cache is full, it is rebuilt from the last `block // 2`
 bytes, so every byte sees at least half a block (`generate_uncached` follows the same rule without a
@@ -17,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -279,7 +282,7 @@ def write_samples(
     n_new: int,
     batch_size: int,
     seed: int,
-    to_bytes,
+    to_bytes: Callable[[Sequence[int]], bytes],
 ) -> pa.Table:
     """Continue each prefix (equal lengths, bytes or token ids) by `n_new` symbols with each decoding method, in
     batches; one row per (method, prompt) with the prefix and continuation as `to_bytes` renders them."""
