@@ -99,7 +99,7 @@ TOKEN_QUALITY_PANELS = {  # summary column -> (label, its CI columns, or None)
     "mauve_mean": ("MAUVE against human text", ("mauve_ci_low", "mauve_ci_high")),
     "bits_per_byte_mean": ("bits per byte under the judge", ("bits_per_byte_ci_low", "bits_per_byte_ci_high")),
     "valid_word_ratio_mean": ("valid-word ratio", ("valid_word_ratio_ci_low", "valid_word_ratio_ci_high")),
-    "repetition": ("share of samples with a repeated 4-gram", ("repetition_ci_low", "repetition_ci_high")),
+    "repetition": ("share of samples repeating a word n-gram", ("repetition_ci_low", "repetition_ci_high")),
 }
 
 
@@ -116,9 +116,10 @@ def figure_token_quality(summary: pd.DataFrame, human: pd.DataFrame) -> plt.Figu
     for ax, (column, (label, (low, high))) in zip(axes[0], TOKEN_QUALITY_PANELS.items()):
         for (method, kind), group in heads.groupby(["method", "kind"], sort=False):
             group = group.sort_values("k")
-            errors = [group[column] - group[low], group[high] - group[column]]
-            ax.errorbar(group["k"], group[column], yerr=errors, marker="o", capsize=2, color=colors[method],
-                        linestyle="-" if kind == "svd" else "--", label=f"{METHOD_LABELS[method]}, {kind} head")
+            ax.plot(group["k"], group[column], marker="o", color=colors[method],
+                    linestyle="-" if kind == "svd" else "--", label=f"{METHOD_LABELS[method]}, {kind} head")
+            # the interval as drawn, not as offsets from the mean: a bootstrap interval need not contain it
+            ax.vlines(group["k"], group[low], group[high], color=colors[method], linewidth=1)
         for _, row in full.iterrows():
             ax.axhline(row[column], color=colors[row["method"]], linestyle=":", linewidth=1)
         if column in human and human[column].notna().any():
