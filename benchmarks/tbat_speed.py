@@ -5,6 +5,12 @@ Random heads W (256 x k) and outputs p = softmax(W z), or real positions of a tr
     python benchmarks/tbat_speed.py --checkpoint results/models/bn-8/best.pt --logits results/logits/bn-8.parquet
 Prints, per k, seconds per position of each, the ratio, LP solves per position, and whether the reject
 sets are identical (goal: >= 100x for every k <= 32, and no LP at full rank).
+
+A token-track head over its whole vocabulary (49,152 tokens: one linprog per token would take hours per position,
+so it runs on a subsample of tokens, every token our solver accepts and `--reference-tokens` it rejects, and its
+time per position is the mean time per linprog times the tokens the thesis's method decides, p_i <= threshold):
+    python benchmarks/tbat_speed.py --head results/models/tok-learned-r4/head.pt \
+        --states results/tokens/eval.states.parquet --positions 3 --reference-tokens 20
 """
 
 from __future__ import annotations
@@ -57,6 +63,38 @@ def compare(W: np.ndarray, probs: np.ndarray, n_reference: int, settings: TBATSe
     }
 
 
+def token_outputs(head_path: str, states: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    from oversmooth.tokenheads import head_matrix, load_head, sampled_state_rows
+
+    head = load_head(head_path)[0]
+    p = np.exp(sampled_state_rows(head, states, n, seed).logprobs)
+    return head_matrix(head), p / p.sum(1, keepdims=True)
+
+
+def compare_on_tokens(W: np.ndarray, probs: np.ndarray, n_rejected: int, settings: TBATSettings, seed: int) -> dict:
+    """Our solver on every position; the definition on each position's accepted tokens and `n_rejected` random
+    rejected ones (with p_i above zero_tol), its time per position extrapolated from its time per linprog."""
+    solver = BATSolver(W, settings)
+    rng, fast, per_lp, agree, failures, solves, tbat = np.random.default_rng(seed), [], [], True, 0, [], []
+    for p in probs:
+        start = time.perf_counter()
+        result = solver.reject_set(p)
+        fast.append(time.perf_counter() - start)
+        solves.append(result.lp_solves)
+        tbat.append(result.tbat(p))
+        rejected = np.flatnonzero(result.rejected & (p / (1 - settings.threshold) > settings.zero_tol))
+        chosen = np.concatenate([np.flatnonzero(~result.rejected), rng.choice(rejected, min(n_rejected, len(rejected)), replace=False)])
+        start = time.perf_counter()
+        expected, failed = bat_reject_set(p, W, threshold=settings.threshold, zero_tol=settings.zero_tol, tokens=chosen)
+        decided = int((p <= settings.threshold).sum())  # the thesis's method: one linprog for each of these
+        per_lp.append((time.perf_counter() - start) / len(chosen) * decided)
+        failures += len(failed)
+        ok = np.setdiff1d(chosen, failed)
+        agree &= not result.failed and np.array_equal(expected[ok], result.rejected[ok])
+    return {"fast": np.mean(fast), "reference": np.mean(per_lp), "agree": agree, "reference_failures": failures,
+            "solves": np.mean(solves), "tbat": np.nanmean(tbat)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ks", type=int, nargs="+", default=[4, 8, 16, 32, 256])
@@ -66,8 +104,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--checkpoint")
     parser.add_argument("--logits")
+    parser.add_argument("--head", help="a token-track head (results/models/tok-*/head.pt)")
+    parser.add_argument("--states", help="the token track's cached evaluation states")
+    parser.add_argument("--reference-tokens", type=int, default=20, help="rejected tokens checked per position")
     args = parser.parse_args()
     settings = TBATSettings()
+    if args.head:
+        W, probs = token_outputs(args.head, args.states, args.positions, args.seed)
+        row = compare_on_tokens(W, probs, args.reference_tokens, settings, args.seed)
+        print(f"{args.head}: V = {W.shape[0]}, k = {W.shape[1]}, {len(probs)} positions (pure sampling)")
+        print(f"ours {row['fast']:.2f} s/position ({row['solves']:.1f} LPs), one linprog per token "
+              f"{row['reference']:.0f} s/position (extrapolated), ratio {row['reference'] / row['fast']:.0f}; "
+              f"mean TBAT {row['tbat']:.4f}; identical on the checked tokens: {row['agree']} "
+              f"({row['reference_failures']} linprog failures)")
+        return
     if args.checkpoint:
         cases = [("real", real_outputs(args.checkpoint, args.logits, args.positions, args.seed))]
     else:

@@ -9,6 +9,7 @@ from oversmooth.catalog import (
     family_models,
     ground_truth,
     ground_truth_models,
+    is_token_model,
     linear_head_models,
     main_bottleneck_models,
     sampled_models,
@@ -98,10 +99,15 @@ def unargmaxable_inputs(wildcards):
     return {"checkpoint": model_path(wildcards.model, "best.pt")}
 
 
+def token_heads_at(ranks_key):
+    """The token-track heads at the ranks `tokens.<ranks_key>` (those an exact analysis runs on)."""
+    wanted = set(config["tokens"][ranks_key])
+    return [m for m in token_head_models(config) if token_head_parts(m)[1] in wanted]
+
+
 def unargmaxable_token_heads():
     """The token-track heads whose unargmaxable tokens are analysed (`tokens.unargmaxable_ranks`)."""
-    wanted = set(config["tokens"]["unargmaxable_ranks"])
-    return [m for m in token_head_models(config) if token_head_parts(m)[1] in wanted]
+    return token_heads_at("unargmaxable_ranks")
 
 
 def unargmaxable_tables():
@@ -182,7 +188,7 @@ def metrics_path(model, gt, kind="positions"):
 
 def references_of(model):
     """What a model is measured against: the ground truths, or for a token-track head its source's full head."""
-    return [TOKEN_REFERENCE] if model.startswith("tok-") else ground_truth_models(config)
+    return [TOKEN_REFERENCE] if is_token_model(model) else ground_truth_models(config)
 
 
 def metric_pairs(models=None):
@@ -193,7 +199,7 @@ def metric_pairs(models=None):
 
 def metrics_inputs(wildcards):
     """Two logits files; for a token-track head, the cached evaluation states, its factors and the source LM."""
-    if not wildcards.model.startswith("tok-"):
+    if not is_token_model(wildcards.model):
         return {"model": logits_path(wildcards.model), "ground_truth": logits_path(wildcards.gt)}
     if wildcards.gt != TOKEN_REFERENCE:
         raise ValueError(f"{wildcards.model} is a token-track head: it is measured against {TOKEN_REFERENCE} only")
@@ -277,6 +283,32 @@ def tbat_path(model, kind="positions"):
     return f"{RESULTS}/tbat/{model}" + (".parquet" if kind == "positions" else ".summary.csv")
 
 
+def tbat_inputs(wildcards):
+    """A bottleneck's logits and checkpoint, or a token-track head's evaluation states and factors."""
+    if is_token_model(wildcards.model):
+        return {"states": token_states_path("eval"), "head": token_head_path(wildcards.model)}
+    return {"logits": logits_path(wildcards.model), "checkpoint": model_path(wildcards.model, "best.pt")}
+
+
+def tbat_settings(wildcards):
+    """`tbat` without its threads; a token-track head's positions are `tokens.tbat_positions`."""
+    settings = settings_without_threads(config["tbat"])
+    if is_token_model(wildcards.model):
+        settings["positions"] = config["tokens"]["tbat_positions"]
+    return settings
+
+
+def tbat_models(table):
+    """The models of a TBAT table (Table 4.1's columns, E.7, E.8): the bottlenecks, or for the token track's
+    versions its heads at `tokens.tbat_ranks`."""
+    return token_heads_at("tbat_ranks") if table.endswith(TOKEN_TABLE_SUFFIX) else bottleneck_models(config)
+
+
+def token_tbat_tables():
+    """The token track's E.7 and E.8 (none without heads at `tokens.tbat_ranks`)."""
+    return token_tables(tbat_tables()) if token_heads_at("tbat_ranks") else []
+
+
 TOKEN_METRICS_TABLES = ("table_4_1", "table_4_2", "table_6_1", "table_f_1")
 
 
@@ -287,7 +319,7 @@ def token_tables(names):
 
 def metrics_tables():
     svd = list(SVD_TABLES) if svd_models(config) else []
-    tokens = token_tables(TOKEN_METRICS_TABLES)
+    tokens = [*token_tables(TOKEN_METRICS_TABLES), *token_tbat_tables()]
     return ["table_4_1", "table_4_2", "table_6_1", *e_tables(), *tbat_tables(), "table_f_1", *svd, *tokens]
 
 
@@ -295,21 +327,23 @@ def metrics_table_models(wildcards):
     """The rows of a metrics table: the SVD-imposed heads for Tables 7.1 and 7.2, the token track's heads for its
     tables, the bottlenecked family for the TBAT tables E.7 and E.8 (TBAT assumes one linear head), else the
     family with its MoS members."""
+    if wildcards.table in tbat_tables() or wildcards.table in token_tbat_tables():
+        return tbat_models(wildcards.table)
     if wildcards.table.endswith(TOKEN_TABLE_SUFFIX):
         return token_head_models(config)
-    if wildcards.table in SVD_TABLES:
-        return svd_models(config)
-    return bottleneck_models(config) if wildcards.table in tbat_tables() else family_models(config)
+    return svd_models(config) if wildcards.table in SVD_TABLES else family_models(config)
 
 
 def metrics_table_inputs(wildcards):
-    """Every table reads the metric summaries it pivots; Table 4.1 and E.7/E.8 read TBAT's."""
+    """Every table reads the metric summaries it pivots; Table 4.1 and E.7/E.8 (and their token versions) read
+    TBAT's, where there are any."""
     inputs = {}
-    if wildcards.table not in tbat_tables():
+    base = wildcards.table.removesuffix(TOKEN_TABLE_SUFFIX)
+    if base not in tbat_tables():
         pairs = metric_pairs(metrics_table_models(wildcards))
         inputs["summaries"] = [metrics_path(m, gt, "summary") for m, gt in pairs]
-    if wildcards.table == "table_4_1" or wildcards.table in tbat_tables():  # the token track has no TBAT yet
-        inputs["tbat"] = [tbat_path(m, "summary") for m in bottleneck_models(config)]
+    if (base == "table_4_1" or base in tbat_tables()) and tbat_models(wildcards.table):
+        inputs["tbat"] = [tbat_path(m, "summary") for m in tbat_models(wildcards.table)]
     return inputs
 
 
@@ -351,11 +385,6 @@ def quality_table_models(wildcards):
 def human_of(table):
     """The Human row of a quality or sample table: the token track's human continuations for its tables."""
     return TOKEN_HUMAN if table.endswith(TOKEN_TABLE_SUFFIX) else "human"
-
-
-def is_token_model(model):
-    """A model (or the human continuations `tok-human`) of the token track."""
-    return model.startswith("tok-")
 
 
 def sample_tables():

@@ -14,7 +14,7 @@ rule oversmoothing_metrics:
     params:
         library=library_code("oversmoothing_metrics"),
         metrics=config["metrics"],
-        chunk=lambda w: config["tokens"]["metrics_batch_size"] if w.model.startswith("tok-") else None,
+        chunk=lambda w: config["tokens"]["metrics_batch_size"] if is_token_model(w.model) else None,
         decoding=lambda w: decoding_for(w.model),
         seed=config["seed"],
     threads: config["resources"]["metrics_threads"]

@@ -69,7 +69,7 @@ rule metrics_table:
         library=library_code("metrics_table"),
         pairs=lambda w: metric_pairs(metrics_table_models(w)),
         models=metrics_table_models,
-        tbat_models=bottleneck_models(config),
+        tbat_models=lambda w: tbat_models(w.table),
         methods=config["decoding"]["methods"],
         e_tables=e_tables(),
         tbat_tables=tbat_tables(),

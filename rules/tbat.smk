@@ -1,18 +1,18 @@
 # TBAT (thesis §4.1.6, appendix D) and unargmaxable classes (appendix B): exact, by linear programming. CPU rules.
 
 
+# A bottleneck's outputs over 256 bytes, or a token-track head's over its whole vocabulary.
 rule tbat:
     input:
-        logits=logits_path("{model}"),
-        checkpoint=model_path("{model}", "best.pt"),
+        unpack(tbat_inputs),
     output:
         positions=tbat_path("{model}"),
         summary=tbat_path("{model}", "summary"),
     wildcard_constraints:
-        model=BOTTLENECKED,
+        model=rf"{BOTTLENECKED}|{TOKEN_HEAD}",
     params:
         library=library_code("tbat"),
-        tbat=settings_without_threads(config["tbat"]),
+        tbat=tbat_settings,
         decoding=config["decoding"],
         bootstrap={k: config["metrics"][k] for k in ("bootstrap", "confidence")},
         seed=config["seed"],

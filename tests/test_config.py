@@ -153,7 +153,8 @@ def test_token_sampling_methods_must_be_decoding_methods(repo):
         validate_config({**base, "decoding": {**base["decoding"], "methods": ["pure", "greedy"]}})
 
 
-def test_unargmaxable_token_ranks_must_be_ranks_the_track_builds(repo):
+@pytest.mark.parametrize("key", ["unargmaxable_ranks", "tbat_ranks"])
+def test_exact_token_analyses_must_name_ranks_the_track_builds(repo, key):
     base = load_config(repo / "config" / "config.yaml")
-    with pytest.raises(ConfigError, match=r"tokens.unargmaxable_ranks: \[8\] are not in tokens.ranks \[4, 16, 64\]"):
-        validate_config({**base, "tokens": {**base["tokens"], "unargmaxable_ranks": [4, 8]}})
+    with pytest.raises(ConfigError, match=rf"tokens.{key}: \[8\] are not in tokens.ranks \[4, 16, 64\]"):
+        validate_config({**base, "tokens": {**base["tokens"], key: [4, 8]}})

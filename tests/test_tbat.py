@@ -51,6 +51,30 @@ def test_fast_reject_sets_equal_the_definition_at_full_vocabulary(k, seed):
     assert 0 < expected.sum() < 256  # a case with both verdicts
 
 
+def test_a_vocabulary_beyond_the_certificate_directions_cap_gives_the_definitions_set():
+    # 600 tokens > MAX_DIRECTIONS: certificates only for the most probable, in chunks; every token checked
+    W, p = random_instance(600, 16, 13, scale=4.0)  # 586 undecided at first, 9 accepted
+    expected, failures = bat_reject_set(p, W)
+    result = BATSolver(W).reject_set(p)
+    assert not failures and not result.failed
+    assert np.array_equal(result.rejected, expected) and 0 < expected.sum() < 600
+
+
+def test_large_vocabulary_with_negligible_tokens_agrees_with_the_definition_on_a_subsample():
+    # a token-track-like output: 6,000 tokens, many below zero_tol; the definition on every accepted token and
+    # on 40 random rejected ones (one linprog over 6,000 columns each)
+    W, p = random_instance(6000, 8, 14, scale=12.0)
+    assert (p / 0.8 <= 1e-9).sum() > 100
+    result = BATSolver(W).reject_set(p)
+    assert not result.failed
+    accepted = np.flatnonzero(~result.rejected)
+    rejected = np.random.default_rng(0).choice(np.flatnonzero(result.rejected), 40, replace=False)
+    chosen = np.concatenate([accepted, rejected])
+    expected, failures = bat_reject_set(p, W, tokens=chosen)
+    assert not failures and 0 < len(accepted) < 6000
+    assert np.array_equal(expected[chosen], result.rejected[chosen])
+
+
 def test_bytes_above_the_threshold_are_never_rejected_so_skipping_them_is_exact():
     W, p = random_instance(32, 3, 5, scale=8.0)
     assert p.max() > 0.2

@@ -13,12 +13,14 @@ from oversmooth.headfit import HeadTraining
 from oversmooth.io import read_parquet
 from oversmooth.metrics import oversmoothing, write_position_metrics
 from oversmooth.sampling import TokenHeadStepper, UncachedStepper, generate, uniforms_for
+from oversmooth.tbat import sample_positions
 from oversmooth.tokenheads import (
     TokenTrackError,
     build_head,
     final_hidden_states,
     head_logprob_chunks,
     head_loss,
+    head_matrix,
     learned_head,
     load_head,
     output_weight,
@@ -26,6 +28,7 @@ from oversmooth.tokenheads import (
     prompt_states,
     prompt_tokens,
     read_states,
+    sampled_state_rows,
     save_head,
     shard_states,
     svd_head,
@@ -150,6 +153,27 @@ def test_token_metrics_rows_are_the_metrics_of_each_head_against_the_full_head(c
     for name in ("tto", "nsmd", "tv", "kl", "kl_eps", "entropy_diff"):
         assert np.allclose(pure[name].to_numpy(), expected[name].numpy(), atol=1e-12), name
     assert pure["target"].tolist() == columns["target"].tolist()
+
+
+def test_tbat_reads_a_seeded_sample_of_states_with_the_head_s_distributions_and_its_rank_k_matrix(cached, tmp_path):
+    """TBAT's inputs for a token head: the same rows as `sample_positions` for any head, the head's own
+    log-probabilities there, and W (V x k) with logits = W (B h), so that W^T q = W^T p is the definition's
+    constraint."""
+    model, _, states, targets = cached
+    n = len(targets)
+    write_states(tmp_path / "eval.parquet", np.arange(n) // 10, np.arange(n) % 10, targets, states)
+    head = svd_head(output_weight(model), 3)
+    rows = sampled_state_rows(head, tmp_path / "eval.parquet", 7, seed=5)
+    chosen = sample_positions(n, 7, 5)
+    assert rows.prompt_id.tolist() == (chosen // 10).tolist() and rows.position.tolist() == (chosen % 10).tolist()
+    with torch.no_grad():
+        h = torch.from_numpy(states[chosen])
+        assert np.allclose(rows.logprobs, torch.log_softmax(head(h).double(), -1).numpy(), atol=1e-12)
+        code = head.down(h).double().numpy()
+    W = head_matrix(head)
+    assert W.shape == (output_weight(model).size(0), 3)
+    assert np.allclose(code @ W.T, head(h).detach().double().numpy(), atol=1e-5)
+    assert np.array_equal(sampled_state_rows(head, tmp_path / "eval.parquet", 7, seed=5).position, rows.position)
 
 
 @pytest.mark.parametrize("method", ["pure", "greedy", "top_k", "top_p", "temperature"])

@@ -549,10 +549,38 @@ def test_the_token_track_measures_each_rank_k_head_against_the_full_head_in_the_
         assert table["model"].unique().tolist() == TOKEN_HEADS, name
     table = pd.read_csv(results / "tables" / "table_4_1_tokens.csv").set_index("model")
     tto = table["TTO mean (tok-full)"]
-    assert tto["tok-svd-r4"] > tto["tok-svd-r64"] > 0 and not any("TBAT" in c for c in table.columns)
+    assert tto["tok-svd-r4"] > tto["tok-svd-r64"] > 0
+    tbat = table["TBAT mean"]  # config/smoke.yaml: TBAT at tbat_ranks [4] only
+    assert tbat[["tok-svd-r4", "tok-learned-r4"]].between(0, 1).all() and tbat[["tok-svd-r64", "tok-learned-r64"]].isna().all()
     assert (table["positions"] == len(states)).all()
     assert len(pq.read_table(results / "tokens" / "train.states.parquet")) == 2048
     assert (results / "figures" / "figure_token_heads.png").stat().st_size > 10_000
+
+
+@pytest.mark.workflow
+def test_the_token_track_s_tbat_over_the_whole_vocabulary_equals_the_definition_on_sampled_tokens(smoke_run):
+    """The TBAT job's rows are a seeded sample of the evaluation states; at one of them (pure sampling) the solver's
+    reject set over 49,152 tokens agrees with one linprog per token on every accepted token and 10 rejected ones."""
+    from oversmooth.reference import bat_reject_set
+    from oversmooth.tbat import BATSolver
+    from oversmooth.tokenheads import head_matrix, load_head, sampled_state_rows
+
+    _, workdir, _ = smoke_run
+    results = workdir / "results"
+    assert pd.read_csv(results / "tables" / "table_e_7_tokens.csv")["model"].tolist() == ["tok-svd-r4", "tok-learned-r4"]
+    tbat = pq.read_table(results / "tbat" / "tok-learned-r4.parquet").to_pandas()
+    assert len(tbat) == 2 * 5 and not tbat["failed"].any()  # config/smoke.yaml: tokens.tbat_positions 2, 5 methods
+    head = load_head(results / "models" / "tok-learned-r4" / "head.pt")[0]
+    rows = sampled_state_rows(head, results / "tokens" / "eval.states.parquet", 2, seed=7)  # smoke.yaml's seed
+    pure = tbat[tbat["method"] == "pure"]
+    assert pure["position"].tolist() == rows.position.tolist() and pure["prompt_id"].tolist() == rows.prompt_id.tolist()
+    W, p = head_matrix(head), np.exp(rows.logprobs[0])
+    result = BATSolver(W).reject_set(p / p.sum())
+    assert not result.failed and pure["tbat"].iloc[0] == pytest.approx(result.tbat(p / p.sum()), abs=1e-12)
+    candidates = np.flatnonzero(result.rejected & (p > 1e-9))
+    chosen = np.concatenate([np.flatnonzero(~result.rejected), np.random.default_rng(0).choice(candidates, 10, replace=False)])
+    expected, failures = bat_reject_set(p / p.sum(), W, tokens=chosen)
+    assert not failures and np.array_equal(expected[chosen], result.rejected[chosen])
 
 
 @pytest.mark.workflow

@@ -19,7 +19,7 @@ def bottleneck_of(name: str) -> int:
     """The constraint of a model's head: k of a bottlenecked model `bn-<k>` (or a seed run or checkpoint of it) or
     a Mixture-of-Softmaxes `mos-<k>`, r of an SVD-imposed `svd-r<r>`."""
     name = seed_parts(checkpoint_parts(name)[0])[0]
-    if name.startswith("tok-"):
+    if is_token_model(name):
         return token_head_parts(name)[1]
     for prefix in ("bn-", "mos-", "svd-r"):
         if name.startswith(prefix) and name.removeprefix(prefix).isdigit():
@@ -92,6 +92,11 @@ TOKEN_HUMAN = "tok-human"  # the human continuations of the token track's prompt
 TOKEN_HEAD_KINDS = ("svd", "learned")
 
 
+def is_token_model(name: str) -> bool:
+    """A model (or the human continuations `tok-human`) of the token track."""
+    return name.startswith("tok-")
+
+
 def token_head_name(kind: str, k: int) -> str:
     return f"tok-{kind}-r{k}"
 
@@ -99,7 +104,7 @@ def token_head_name(kind: str, k: int) -> str:
 def token_head_parts(name: str) -> tuple[str, int]:
     """(kind, k) of a token-track head `tok-<kind>-r<k>`."""
     kind, _, rank = name.removeprefix("tok-").partition("-r")
-    if not name.startswith("tok-") or kind not in TOKEN_HEAD_KINDS or not rank.isdigit():
+    if not is_token_model(name) or kind not in TOKEN_HEAD_KINDS or not rank.isdigit():
         raise ValueError(f"{name!r} is not a token-track head tok-<kind>-r<k> with kind in {TOKEN_HEAD_KINDS}")
     return kind, int(rank)
 

@@ -164,7 +164,7 @@ def _check_seeds(config: Mapping) -> None:
 
 def _check_token_settings(config: Mapping) -> None:
     """The token track samples with methods of `decoding.methods` only (their settings live there), and analyses
-    the unargmaxable tokens of heads it builds."""
+    the unargmaxable tokens and TBAT of heads it builds."""
     tokens = config.get("tokens", {})
     wanted = tokens.get("sampling", {}).get("methods") or []
     decoding = config.get("decoding", {}).get("methods", [])
@@ -172,9 +172,10 @@ def _check_token_settings(config: Mapping) -> None:
     unknown = [m for m in wanted if m not in decoding]
     if unknown:
         problems.append(f"  tokens.sampling.methods: {unknown} are not in decoding.methods {decoding}")
-    unbuilt = [k for k in tokens.get("unargmaxable_ranks", []) if k not in tokens.get("ranks", [])]
-    if unbuilt:
-        problems.append(f"  tokens.unargmaxable_ranks: {unbuilt} are not in tokens.ranks {tokens.get('ranks')}")
+    for key in ("unargmaxable_ranks", "tbat_ranks"):
+        unbuilt = [k for k in tokens.get(key, []) if k not in tokens.get("ranks", [])]
+        if unbuilt:
+            problems.append(f"  tokens.{key}: {unbuilt} are not in tokens.ranks {tokens.get('ranks')}")
     if problems:
         raise ConfigError("invalid config:\n" + "\n".join(problems))
 

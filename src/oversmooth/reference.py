@@ -65,7 +65,8 @@ def entropy_diff(p_bn: Sequence[float], p_gt: Sequence[float]) -> float:
 
 
 def bat_reject_set(
-    p, W, threshold: float = 0.2, zero_tol: float = 1e-9, skip_above_threshold: bool = True, feasibility_tol: float = 1e-9
+    p, W, threshold: float = 0.2, zero_tol: float = 1e-9, skip_above_threshold: bool = True, feasibility_tol: float = 1e-9,
+    tokens=None,
 ):
     """BAT-rejected bytes by the definition, one `scipy.optimize.linprog` (HiGHS) per byte, rebuilt each
     time, as the thesis code did: minimise q_i s.t. sum(q) = 1, W^T q = W^T p, 0 <= q <= p / (1 - threshold);
@@ -73,7 +74,8 @@ def bat_reject_set(
     bytes' bounds sum to less than 1); the thesis skipped them, and so does this unless told otherwise.
 
     HiGHS's feasibility tolerances are set to `feasibility_tol` (its default, 1e-7, would let q_i = 0 pass
-    for p_i below about 1e-7). Returns (rejected: bool array, failures: indices whose LP did not solve;
+    for p_i below about 1e-7). `tokens`: decide only these indices (a subsample of a large vocabulary; the
+    others come back not rejected). Returns (rejected: bool array, failures: indices whose LP did not solve;
     never counted as accept or reject).
     """
     import numpy as np
@@ -83,7 +85,7 @@ def bat_reject_set(
     A = np.vstack([np.asarray(W, dtype=np.float64).T, np.ones(len(p))])
     bounds = np.stack([np.zeros(len(p)), p / (1 - threshold)], axis=1)
     rejected, failures = np.zeros(len(p), dtype=bool), []
-    for i in range(len(p)):
+    for i in range(len(p)) if tokens is None else tokens:
         if skip_above_threshold and p[i] > threshold:
             continue
         cost = np.zeros(len(p))

@@ -29,6 +29,7 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import highspy
 import numpy as np
@@ -37,6 +38,10 @@ import pyarrow as pa
 from oversmooth.logs import get_logger
 
 log = get_logger("tbat")
+
+
+MAX_DIRECTIONS = 256  # tokens given certificate directions per round: every byte, or a vocabulary's most probable
+DIRECTION_VALUES = 2**21  # a chunk of directions holds about this many values (r x V per token), 16 MB
 
 
 @dataclass(frozen=True)
@@ -73,14 +78,18 @@ def row_basis(W: np.ndarray, rank_tol: float) -> np.ndarray:
     return vt[: int((s > rank_tol * s[0]).sum())]
 
 
-def dual_bounds(S: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray:
+def dual_bounds(S: np.ndarray, p: np.ndarray, u: np.ndarray, chunk: int = 32) -> np.ndarray:
     """max over the rows s of S (each in A's row space, scaled so that the bound is best) of L_i(s), per byte i.
 
-    L_i(a s) = a (p.s - u.max(s, 0)) + u_i min(a s_i, 1)^+ is best at a = 1 / s_i for s_i > 0."""
-    base = S @ p - np.clip(S, 0, None) @ u  # (m,)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        bounds = np.where(S > 0, base[:, None] / S + u[None, :], -np.inf)
-    return bounds.max(0) if len(S) else np.full(len(p), -np.inf)
+    L_i(a s) = a (p.s - u.max(s, 0)) + u_i min(a s_i, 1)^+ is best at a = 1 / s_i for s_i > 0. Rows are taken
+    `chunk` at a time, so that the temporaries stay small over a large vocabulary."""
+    best = np.full(len(p), -np.inf)
+    for start in range(0, len(S), chunk):
+        rows = S[start : start + chunk]
+        base = rows @ p - np.clip(rows, 0, None) @ u  # (m,)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            np.maximum(best, np.where(rows > 0, base[:, None] / rows + u[None, :], -np.inf).max(0), out=best)
+    return best
 
 
 class BATSolver:
@@ -125,8 +134,7 @@ class BATSolver:
             return BATResult(p <= s.zero_tol, stats={"full_rank": True})
         undecided = (p <= s.threshold + 1e-12) & ~zero
         rejected = zero.copy()
-        S = self._least_squares_directions(p, np.flatnonzero(undecided))
-        undecided &= ~(dual_bounds(S, p, u) > s.certificate_margin)
+        self._certify(undecided, p, u, self._least_squares_directions)
         result = BATResult(rejected)
         if not undecided.any():
             return result
@@ -147,8 +155,7 @@ class BATSolver:
                 continue
             if not refined:  # the witnesses dried up: the rest is mostly accepted; try cheap certificates first
                 refined = True
-                S = self._reweighted_directions(p, u, np.flatnonzero(undecided))
-                undecided &= ~(dual_bounds(S, p, u) > s.certificate_margin)
+                self._certify(undecided, p, u, self._reweighted_directions)
             for i in np.flatnonzero(undecided):
                 if not undecided[i]:
                     continue
@@ -183,7 +190,19 @@ class BATSolver:
             return None, None
         return q, np.asarray(solution.row_dual)
 
-    def _least_squares_directions(self, p: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    def _certify(self, undecided: np.ndarray, p: np.ndarray, u: np.ndarray, directions) -> None:
+        """Settle as accepted the undecided tokens that a dual bound proves (in place). The candidates are every
+        undecided token, or over a large vocabulary the `MAX_DIRECTIONS` most probable (the likeliest to be
+        accepted; the LPs settle the rest); their directions are made and used a few at a time."""
+        tokens = np.flatnonzero(undecided)
+        if len(tokens) > MAX_DIRECTIONS:
+            tokens = np.sort(tokens[np.argpartition(-p[tokens], MAX_DIRECTIONS - 1)[:MAX_DIRECTIONS]])
+        chunk = max(1, DIRECTION_VALUES // (self.Q.shape[0] * self.V))
+        for start in range(0, len(tokens), chunk):
+            bounds = dual_bounds(directions(p, u, tokens[start : start + chunk]), p, u)
+            undecided &= ~(bounds > self.settings.certificate_margin)
+
+    def _least_squares_directions(self, p: np.ndarray, u: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """For each token i, the s in A's row space minimising sum_l p_l s_l^2 with s_i = 1."""
         if not len(tokens):
             return np.zeros((0, self.V))
@@ -266,13 +285,21 @@ def sample_positions(n_rows: int, wanted: int | str, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n_rows, size=int(wanted), replace=False))
 
 
+class SampledRows(NamedTuple):
+    """Sampled positions of a model's outputs: where they are, and the log-probabilities (n, V)."""
+
+    prompt_id: np.ndarray
+    position: np.ndarray
+    logprobs: np.ndarray
+
+
 TBAT_SCHEMA = pa.schema(
     [
         ("prompt_id", pa.int32()),
         ("position", pa.int32()),
         ("method", pa.string()),
         ("tbat", pa.float64()),
-        ("n_rejected", pa.int16()),
+        ("n_rejected", pa.int32()),  # of up to 49,152 tokens in the token track
         ("lp_solves", pa.int32()),
         ("failed", pa.bool_()),
         ("seconds", pa.float64()),
@@ -280,7 +307,7 @@ TBAT_SCHEMA = pa.schema(
 )
 
 
-def read_sampled_rows(logits_path: str | os.PathLike, rows: np.ndarray):
+def read_sampled_rows(logits_path: str | os.PathLike, rows: np.ndarray) -> SampledRows:
     """prompt_id, position and log-probabilities of the given row indices, one row group at a time."""
     from oversmooth.logits import iter_logits
 
@@ -292,43 +319,48 @@ def read_sampled_rows(logits_path: str | os.PathLike, rows: np.ndarray):
         base += len(batch.target)
     if not parts:
         raise ValueError(f"{logits_path}: none of the {len(wanted)} sampled rows exist (the file has {base})")
-    return tuple(np.concatenate(x) for x in zip(*parts))
+    return SampledRows(*(np.concatenate(x) for x in zip(*parts)))
+
+
+def sampled_logit_rows(logits_path: str | os.PathLike, positions: int | str, seed: int) -> SampledRows:
+    """The seeded sample of `positions` rows of a logits file (the same rows for every model of the family)."""
+    from oversmooth.io import ParquetInput
+
+    n_rows = ParquetInput(logits_path).metadata.num_rows
+    return read_sampled_rows(logits_path, sample_positions(n_rows, positions, seed))
 
 
 def model_tbat(
     W: np.ndarray,
-    logits_path: str | os.PathLike,
+    rows: SampledRows,
     out_path: str | os.PathLike,
     decodings: Sequence,
     settings: TBATSettings,
     *,
-    positions: int | str,
-    seed: int,
     workers: int = 1,
 ) -> pa.Table:
-    """TBAT at a seeded sample of positions (the same rows for every model), after each decoding, to Parquet."""
+    """TBAT at sampled positions (`rows`: the same for every model) after each decoding, to Parquet."""
     import torch
 
-    from oversmooth.io import ParquetInput, write_parquet
+    from oversmooth.io import write_parquet
 
-    n_rows = ParquetInput(logits_path).metadata.num_rows
-    prompt_id, position, logprobs = read_sampled_rows(logits_path, sample_positions(n_rows, positions, seed))
-    log.info("k = %d (rank of [W^T; 1^T] %d): %d positions x %d decodings, %d workers",
-             W.shape[1], row_basis(W, settings.rank_tol).shape[0], len(position), len(decodings), workers)
+    log.info("k = %d (rank of [W^T; 1^T] %d), V = %d: %d positions x %d decodings, %d workers", W.shape[1],
+             row_basis(W, settings.rank_tol).shape[0], W.shape[0], len(rows.position), len(decodings), workers)
     tables = []
     for decoding in decodings:
-        probs = decoding(torch.from_numpy(logprobs.astype(np.float64))).exp().numpy()
+        probs = decoding(torch.from_numpy(rows.logprobs.astype(np.float64))).exp().numpy()
         probs /= probs.sum(1, keepdims=True)
         started = time.perf_counter()
-        rows = tbat_positions(W, probs, settings, workers=workers, log_every=max(1, len(probs) // 5))
-        failed = sum(r.failed for r in rows)
+        results = tbat_positions(W, probs, settings, workers=workers, log_every=max(1, len(probs) // 5))
+        failed = sum(r.failed for r in results)
         log.info("%s: mean TBAT %.4g, %d LP solves, %d solver failures, %.1f s", decoding.method,
-                 np.nanmean([r.tbat for r in rows]), sum(r.lp_solves for r in rows), failed, time.perf_counter() - started)
+                 np.nanmean([r.tbat for r in results]), sum(r.lp_solves for r in results), failed,
+                 time.perf_counter() - started)
         tables.append(pa.table({
-            "prompt_id": prompt_id, "position": position, "method": [decoding.method] * len(rows),
-            "tbat": [r.tbat for r in rows], "n_rejected": np.array([r.n_rejected for r in rows], dtype=np.int16),
-            "lp_solves": np.array([r.lp_solves for r in rows], dtype=np.int32), "failed": [r.failed for r in rows],
-            "seconds": [r.seconds for r in rows],
+            "prompt_id": rows.prompt_id, "position": rows.position, "method": [decoding.method] * len(results),
+            "tbat": [r.tbat for r in results], "n_rejected": np.array([r.n_rejected for r in results], dtype=np.int32),
+            "lp_solves": np.array([r.lp_solves for r in results], dtype=np.int32),
+            "failed": [r.failed for r in results], "seconds": [r.seconds for r in results],
         }, schema=TBAT_SCHEMA))
     table = pa.concat_tables(tables)
     write_parquet(table, out_path)

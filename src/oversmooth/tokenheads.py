@@ -33,6 +33,7 @@ from oversmooth.headfit import HeadTraining, LowRankHead, train_head
 from oversmooth.io import ParquetInput, atomic_path, write_parquet
 from oversmooth.metrics import PositionChunk, oversmoothing
 from oversmooth.rank import truncated_svd
+from oversmooth.tbat import SampledRows, sample_positions
 
 log = logging.getLogger(__name__)
 
@@ -273,6 +274,22 @@ def oversmoothing_against_full(head, weight: torch.Tensor, states: np.ndarray, t
         for name, value in oversmoothing(chunk.logp_model, chunk.logp_reference, tau).items():
             parts.setdefault(name, []).append(value.numpy())
     return {name: np.concatenate(chunks) for name, chunks in parts.items()}
+
+
+@torch.no_grad()
+def sampled_state_rows(head, states_path: str | os.PathLike, positions: int | str, seed: int) -> SampledRows:
+    """A seeded sample of `positions` cached evaluation states (the same rows for every head), with `head`'s
+    log-probabilities over the whole vocabulary (float64): TBAT's input."""
+    columns, states = read_states(states_path)
+    rows = sample_positions(len(states), positions, seed)
+    logits = _logits(head.cpu(), torch.from_numpy(states[rows])).double()
+    return SampledRows(columns["prompt_id"][rows], columns["position"][rows], torch.log_softmax(logits, -1).numpy())
+
+
+def head_matrix(head: LowRankHead) -> np.ndarray:
+    """The matrix (V x k, float64) that maps a rank-k head's input (its k-dimensional code B h) to the logits:
+    TBAT's W."""
+    return head.up.weight.detach().double().cpu().numpy()
 
 
 def _logits(head, h: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """Snakemake adapter: continuations of the sampling prompts by one model with every decoding method (rule sample):
 a byte-level model from its checkpoint, or a token-track model (a rank-k head or tok-full) on its frozen source."""
 
+from oversmooth.catalog import is_token_model
 from oversmooth.decoding import decodings_from_config
 from oversmooth.io import read_parquet
 from oversmooth.logs import log_to_file
@@ -13,7 +14,7 @@ smk = snakemake  # noqa: F821  (injected by Snakemake)
 with log_to_file(smk.log[0]):
     settings, decodings = smk.params.sampling, decodings_from_config(smk.params.decoding)
     prompts = read_parquet(smk.input.prompts)
-    if smk.wildcards.model.startswith("tok-"):
+    if is_token_model(smk.wildcards.model):
         model, tokenizer = rule_token_source(smk)
         head = load_head(smk.input.head)[0] if "head" in smk.input.keys() else model.get_output_embeddings()
         sample_token_model(

@@ -1,27 +1,35 @@
-"""Snakemake adapter: TBAT of one bottlenecked model at sampled positions, per decoding method (rule tbat)."""
+"""Snakemake adapter: TBAT of one bottlenecked model, or of one token-track head over its whole vocabulary, at
+sampled positions, per decoding method (rule tbat)."""
 
 import torch
 
+from oversmooth.catalog import is_token_model
 from oversmooth.decoding import decodings_from_config
 from oversmooth.logs import log_to_file
 from oversmooth.metrics import summarise_file
 from oversmooth.report import write_csv
-from oversmooth.tbat import TBATSettings, model_tbat
+from oversmooth.tbat import TBATSettings, model_tbat, sampled_logit_rows
+from oversmooth.tokenheads import head_matrix, load_head, sampled_state_rows
 from oversmooth.train import load_model
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
     torch.set_num_threads(1)
-    settings = smk.params.tbat
-    W = load_model(smk.input.checkpoint).output_matrix().detach().double().numpy()
+    settings, seed = smk.params.tbat, smk.params.seed
+    if is_token_model(smk.wildcards.model):
+        head = load_head(smk.input.head)[0]
+        W, rows = head_matrix(head), sampled_state_rows(head, smk.input.states, settings["positions"], seed)
+    else:
+        W = load_model(smk.input.checkpoint).output_matrix().detach().double().numpy()
+        rows = sampled_logit_rows(smk.input.logits, settings["positions"], seed)
     model_tbat(
-        W, smk.input.logits, smk.output.positions, decodings_from_config(smk.params.decoding),
+        W, rows, smk.output.positions, decodings_from_config(smk.params.decoding),
         TBATSettings(**{k: settings[k] for k in ("threshold", "zero_tol", "certificate_margin", "feasibility_tol", "rank_tol")}),
-        positions=settings["positions"], seed=smk.params.seed, workers=smk.threads,
+        workers=smk.threads,
     )
     boot = smk.params.bootstrap
     summary = summarise_file(
-        smk.output.positions, n_boot=boot["bootstrap"], confidence=boot["confidence"], seed=smk.params.seed, metrics=["tbat"]
+        smk.output.positions, n_boot=boot["bootstrap"], confidence=boot["confidence"], seed=seed, metrics=["tbat"]
     )
     write_csv(summary.rename(columns={"n_infinite": "n_failed"}), smk.output.summary)
