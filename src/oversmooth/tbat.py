@@ -18,6 +18,9 @@ A q = A p, 0 <= q <= u: a polytope P that contains p. Facts the solver uses:
   and the dual solutions of every LP solved.
 - Bytes neither proved nor refuted are settled by `min q_i` over P, one LP each.
 
+Over a large vocabulary (the token track's 49,152 tokens, W a rank-k head's up-projection) only the most
+probable undecided tokens get certificate directions, a few at a time; the LPs settle the rest.
+
 One HiGHS LP per model is built once (its rows, an orthonormal basis of A's rows, depend on W
 only) and re-solved with new bounds and costs, each solve warm-started from the last basis.
 A solver failure marks the position failed (TBAT NaN), never accept or reject.
@@ -212,7 +215,7 @@ class BATSolver:
 
     def _reweighted_directions(self, p: np.ndarray, u: np.ndarray, tokens: np.ndarray, rounds: int = 6) -> np.ndarray:
         """Least-squares directions reweighted towards the dual objective's asymmetric L1 cost
-        (u_l - p_l per unit above 0, p_l per unit below), a few rounds, all tokens at once."""
+        (u_l - p_l per unit above 0, p_l per unit below), a few rounds, the given tokens at once."""
         if not len(tokens):
             return np.zeros((0, self.V))
         Q, m = self.Q, len(tokens)
