@@ -324,9 +324,9 @@ def metrics_tables():
 
 
 def metrics_table_models(wildcards):
-    """The rows of a metrics table: the SVD-imposed heads for Tables 7.1 and 7.2, the token track's heads for its
-    tables, the bottlenecked family for the TBAT tables E.7 and E.8 (TBAT assumes one linear head), else the
-    family with its MoS members."""
+    """The rows of a metrics table: the TBAT tables E.7 and E.8 take `tbat_models` (TBAT assumes one linear head),
+    the SVD-imposed heads Tables 7.1 and 7.2, the token track's heads its other tables, the rest the family with
+    its MoS members."""
     if wildcards.table in tbat_tables() or wildcards.table in token_tbat_tables():
         return tbat_models(wildcards.table)
     if wildcards.table.endswith(TOKEN_TABLE_SUFFIX):
