@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from oversmooth.reference import bat_reject_set
-from oversmooth.tbat import BATSolver, TBATSettings, read_sampled_rows, sample_positions
+from oversmooth.tbat import BATSolver, TBATSettings, sampled_logit_rows
 
 
 def random_outputs(k: int, n: int, seed: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
@@ -33,13 +33,10 @@ def random_outputs(k: int, n: int, seed: int, scale: float) -> tuple[np.ndarray,
 
 
 def real_outputs(checkpoint: str, logits: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    import pyarrow.parquet as pq
-
     from oversmooth.train import load_model
 
     W = load_model(checkpoint).output_matrix().detach().double().numpy()
-    rows = sample_positions(pq.ParquetFile(logits).metadata.num_rows, n, seed)
-    p = np.exp(read_sampled_rows(logits, rows)[2].astype(np.float64))
+    p = np.exp(sampled_logit_rows(logits, n, seed).logprobs.astype(np.float64))
     return W, p / p.sum(1, keepdims=True)
 
 

@@ -327,7 +327,7 @@ def metrics_table_models(wildcards):
     """The rows of a metrics table: the TBAT tables E.7 and E.8 take `tbat_models` (TBAT assumes one linear head),
     the SVD-imposed heads Tables 7.1 and 7.2, the token track's heads its other tables, the rest the family with
     its MoS members."""
-    if wildcards.table in tbat_tables() or wildcards.table in token_tbat_tables():
+    if wildcards.table.removesuffix(TOKEN_TABLE_SUFFIX) in tbat_tables():
         return tbat_models(wildcards.table)
     if wildcards.table.endswith(TOKEN_TABLE_SUFFIX):
         return token_head_models(config)
