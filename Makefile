@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CORES ?= all
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo report test dryrun docs clean
+.PHONY: install demo report test dryrun plan docs clean
 
 install: $(STAMP)
 
@@ -29,6 +29,11 @@ test: install
 
 dryrun: install
 	$(BIN)/snakemake -n all
+
+# The compute plan of a config before submitting it: make plan CONFIG=config/thesis.yaml [PLAN_ARGS="--gpu h100"]
+CONFIG ?= config/config.yaml
+plan: install
+	$(BIN)/python -m oversmooth.plan --configfile $(CONFIG) $(PLAN_ARGS)
 
 # The docs' generated blocks (config reference, rule graph) and docs/rulegraph.svg (needs Graphviz's dot).
 docs: install

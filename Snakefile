@@ -5,7 +5,7 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from oversmooth.config import validate_config
+from oversmooth.config import check_paths, validate_config
 
 min_version("9.0")
 
@@ -19,6 +19,7 @@ report: "workflow/report/workflow.rst"
 
 
 validate_config(config, ROOT / "config" / "schema" / "config.schema.yaml")
+check_paths(config)
 
 
 include: "rules/common.smk"

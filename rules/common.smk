@@ -1,5 +1,4 @@
 # Helpers shared by the rules: output locations and the list of final targets.
-import glob as _glob
 
 from oversmooth.catalog import (
     all_models,
@@ -13,6 +12,7 @@ from oversmooth.catalog import (
     linear_head_models,
     main_bottleneck_models,
     sampled_models,
+    segment_ends,
     svd_models,
     svd_source,
     token_head_models,
@@ -25,6 +25,9 @@ from oversmooth.catalog import (
     training_settings,
     without_seed_runs,
 )
+from oversmooth.cluster import SCHEDULING_KEYS
+from oversmooth.cluster import job_resources as cluster_job_resources
+from oversmooth.data import reads_the_hub, source_files
 from oversmooth.provenance import library_digest
 from oversmooth.metrics_report import e_table_names, tbat_table_names
 from oversmooth.quality_report import QUALITY_TABLES, SAMPLE_TABLES, SAMPLE_TITLES, nearest_models
@@ -55,9 +58,27 @@ def settings_without_threads(settings):
 
 
 def training_params(model):
-    """`params.settings` of a training job: its model and train settings, less the thread count."""
+    """`params.settings` of a training job: its model and train settings, less those that decide only how it runs
+    (threads, iterations per job)."""
     settings = training_settings(config, model)
-    return {**settings, "train": settings_without_threads(settings["train"])}
+    train = {k: v for k, v in settings["train"].items() if k not in SCHEDULING_KEYS}
+    return {**settings, "train": train}
+
+
+def segment_path(model, iteration):
+    """The state a segment of `model`'s training hands on at `iteration`."""
+    return model_path(model, f"segments/{iteration}.pt")
+
+
+def training_inputs(model, until=None):
+    """A training job's inputs: the shards, and the state of the segment before it (none for the first job).
+    `until`: the end of a segment job; None for the job that finishes the training."""
+    ends = segment_ends(training_settings(config, model)["train"])
+    before = [end for end in ends if until is None or end < until]
+    if until is not None and until not in ends:
+        raise ValueError(f"{model}: no training segment ends at iteration {until} (ends: {ends})")
+    inputs = {"train": data_path("train.bin"), "val": data_path("val.bin")}
+    return {**inputs, "previous": segment_path(model, before[-1])} if before else inputs
 
 
 def data_path(name):
@@ -467,13 +488,8 @@ def benchmark_path(stage, name):
 
 
 def local_source_files(wildcards=None):
-    """Local files read by `files` sources, so that editing one of them reruns the data stage."""
-    files = []
-    for source in config["data"]["sources"]:
-        if source["kind"] == "files":
-            for pattern in source["paths"]:
-                files.extend(sorted(_glob.glob(pattern, recursive=True)))
-    return files
+    """Local files read by `files` sources (folders expanded), so that editing one of them reruns the data stage."""
+    return [path for source in config["data"]["sources"] if source["kind"] == "files" for path in source_files(source)]
 
 
 def scratch_ranks():
@@ -550,25 +566,6 @@ def all_targets():
     ]
 
 
-JOB_GPUS = {"train": "train_gpus", "inference": "inference_gpus"}
-
-
 def job_resources(kind):
-    """What a job of `kind` (train, inference or cpu) asks the scheduler for, from config.resources.
-
-    GPU jobs go to the GPU partition; the rest to the CPU partition. Memory grows with the attempt, so that a job
-    that ran out of memory asks for more on its retry (profile `retries`).
-    """
-    settings = config["resources"]
-    gpus = settings[JOB_GPUS[kind]] if kind in JOB_GPUS else 0
-    resources = {
-        "gpu": gpus,
-        "slurm_partition": settings["gpu_partition"] if gpus else settings["cpu_partition"],
-        "mem_mb": lambda wildcards, attempt: settings["mem_mb"][kind] * attempt,
-        "runtime": settings["runtime_min"][kind],
-    }
-    if gpus and settings["gpu_model"]:
-        resources["gpu_model"] = settings["gpu_model"]
-    if settings["account"]:
-        resources["slurm_account"] = settings["account"]
-    return resources
+    """What a job of `kind` (train, head, inference or cpu) asks the scheduler for (cluster.job_resources)."""
+    return cluster_job_resources(config["resources"], kind)

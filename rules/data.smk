@@ -19,6 +19,8 @@ rule prepare_corpus:
         separator=config["data"]["separator"],
         invalid_utf8=config["data"]["invalid_utf8"],
         on_shortfall=config["data"]["on_shortfall"],
+    # a corpus streamed from the Hub is prepared where snakemake runs: compute nodes rarely reach the network
+    localrule: any(reads_the_hub(source) for source in config["data"]["sources"])
     resources:
         **job_resources("cpu"),
     log:
@@ -43,6 +45,7 @@ rule select_prompts:
         window=config["eval"]["window"],
         context_bytes=config["eval"]["context_bytes"],
         sentence_marks=config["eval"]["sentence_marks"],
+        unspellable_bytes=config["eval"]["unspellable_bytes"],
         prompt_bytes=config["sampling"]["prompt_bytes"],
         continuation_bytes=config["sampling"]["continuation_bytes"],
     resources:

@@ -105,7 +105,7 @@ rule rank_constrained_head:
         seed=config["seed"],
     threads: config["resources"]["inference_threads"]
     resources:
-        **job_resources("train"),
+        **job_resources("head"),
     log:
         log_path("rank", "rank_constrained_head"),
     benchmark:

@@ -6,20 +6,23 @@ wildcard_constraints:
     model=rf"{BOTTLENECKED}|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+|{TOKEN_HEAD}|{TOKEN_REFERENCE}",
 
 
+TRAINED = rf"{BOTTLENECK_RUN}|mos-\d+|gt-[A-Za-z0-9_.]+"  # svd-r<r> models are made by rule svd_model, not trained
+
+
 rule train_model:
     input:
-        train=data_path("train.bin"),
-        val=data_path("val.bin"),
+        unpack(lambda w: training_inputs(w.model)),
     output:
         best=model_path("{model}", "best.pt"),
         last=model_path("{model}", "last.pt"),
         train_log=model_path("{model}", "train_log.csv"),
         config=model_path("{model}", "config.json"),
     wildcard_constraints:
-        model=rf"{BOTTLENECK_RUN}|mos-\d+|gt-[A-Za-z0-9_.]+",  # svd-r<r> models are made by rule svd_model, not trained
+        model=TRAINED,
     params:
         library=library_code("train_model"),
         settings=lambda w: training_params(w.model),
+        out_dir=lambda w: model_path(w.model, ""),
     threads: lambda w: training_settings(config, w.model)["train"]["threads"]
     resources:
         **job_resources("train"),
@@ -27,6 +30,33 @@ rule train_model:
         log_path("train", "{model}"),
     benchmark:
         benchmark_path("train", "{model}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/train_model.py"
+
+
+# A training longer than one job (train.iters_per_job): segment jobs up to each iteration of segment_ends, each
+# handing its state on to the next (temp: deleted once the next job has it); train_model runs the last segment.
+rule train_segment:
+    input:
+        unpack(lambda w: training_inputs(w.model, int(w.iteration))),
+    output:
+        state=temp(segment_path("{model}", "{iteration}")),
+    wildcard_constraints:
+        model=TRAINED,
+        iteration=r"\d+",
+    params:
+        library=library_code("train_model"),
+        settings=lambda w: training_params(w.model),
+        out_dir=lambda w: model_path(w.model, ""),
+    threads: lambda w: training_settings(config, w.model)["train"]["threads"]
+    resources:
+        **job_resources("train"),
+    log:
+        log_path("train", "{model}.to-{iteration}"),
+    benchmark:
+        benchmark_path("train", "{model}.to-{iteration}")
     conda:
         "../envs/torch.yaml"
     script:
@@ -41,6 +71,7 @@ rule evaluate_model:
     params:
         library=library_code("evaluate_model"),
         evaluation=config["evaluation"],
+        unspellable_bytes=config["eval"]["unspellable_bytes"],
         ground_truth=lambda w: loaded_ground_truth(w.model),
         seed=config["seed"],
     threads: 1
@@ -66,6 +97,8 @@ rule checkpoint_model:
         iteration=r"\d+",
     params:
         library=library_code("checkpoint_model"),
+    resources:
+        **job_resources("cpu"),
     log:
         log_path("train", "{model}@{iteration}"),
     conda:
@@ -86,7 +119,7 @@ rule token_head:
         settings=token_head_settings,
     threads: config["train"]["threads"]
     resources:
-        **job_resources("train"),
+        **job_resources("head"),
     log:
         log_path("train", "{model}"),
     benchmark:

@@ -3,14 +3,22 @@ import copy
 import pytest
 import yaml
 
-from oversmooth.config import ConfigError, deep_update, key_path, load_config, reference_markdown, validate_config
+from oversmooth.config import (
+    ConfigError,
+    check_paths,
+    deep_update,
+    key_path,
+    load_config,
+    reference_markdown,
+    validate_config,
+)
 
 
 def _default(repo):
     return yaml.safe_load((repo / "config" / "config.yaml").read_text())
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "thesis.yaml", "smoke.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "thesis.yaml", "pilot.yaml", "smoke.yaml"])
 def test_shipped_configs_are_valid(repo, name):
     config = load_config(repo / "config" / "config.yaml", repo / "config" / name)
     assert config["eval"]["window"] > 0
@@ -62,7 +70,8 @@ def test_duplicate_source_labels_are_rejected(repo):
 def test_defaults_are_filled_for_missing_sections():
     config = validate_config({"data": {"sources": [{"kind": "files", "paths": ["a.txt"]}]}})
     assert config["seed"] == 1234
-    assert config["eval"] == {"n_prompts": 100, "window": 500, "context_bytes": 512, "sentence_marks": [". ", "! ", "? ", "\n"]}
+    assert config["eval"] == {"n_prompts": 100, "window": 500, "context_bytes": 512, "sentence_marks": [". ", "! ", "? ", "\n"],
+                              "unspellable_bytes": [4, 6, 19, 20, 22, 29, 192, 193, *range(241, 243), *range(245, 256)]}
     assert config["data"]["sources"][0]["text_column"] == "text"
     assert config["data"]["val_fraction"] == 0.1
 
@@ -158,3 +167,29 @@ def test_exact_token_analyses_must_name_ranks_the_track_builds(repo, key):
     base = load_config(repo / "config" / "config.yaml")
     with pytest.raises(ConfigError, match=rf"tokens.{key}: \[8\] are not in tokens.ranks \[4, 16, 64\]"):
         validate_config({**base, "tokens": {**base["tokens"], key: [4, 8]}})
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "thesis.yaml", "pilot.yaml", "smoke.yaml"])
+def test_shipped_configs_name_no_missing_local_path(repo, name, monkeypatch):
+    monkeypatch.chdir(repo)
+    check_paths(load_config(repo / "config" / "config.yaml", repo / "config" / name))
+
+
+def test_every_missing_local_path_is_named_by_its_key_before_any_job(repo, tmp_path, monkeypatch):
+    """A ground truth of kind hf with a missing folder passed validation and the dry run, and failed at job time."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus").mkdir()
+    config = _default(repo)
+    config["ground_truths"].append({"name": "evabyte", "kind": "hf", "path": "/nowhere/EvaByte"})
+    config["tokens"] = {"source": "models/missing-lm"}
+    config["data"]["sources"] = [{"kind": "files", "paths": ["corpus/*.txt"]}, {"kind": "hf", "path": "./local-ds"},
+                                 {"kind": "hf", "path": "HuggingFaceFW/fineweb"}]  # a Hub name is not checked here
+    validate_config(config)
+    with pytest.raises(ConfigError) as err:
+        check_paths(config)
+    message = str(err.value)
+    assert "ground_truths[2].path: no folder '/nowhere/EvaByte'" in message
+    assert "tokens.source: no folder 'models/missing-lm'" in message
+    assert "data.sources[0].paths: source 'files': no file matches 'corpus/*.txt'" in message
+    assert "data.sources[1].path: no such file or folder './local-ds'" in message
+    assert "fineweb" not in message and "quality.perplexity_model" not in message

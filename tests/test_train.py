@@ -6,24 +6,32 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
+from oversmooth.catalog import segment_ends
 from oversmooth.logs import log_to_file
+from oversmooth.model import GPT
 from oversmooth.spectra import singular_entropy_gap, singular_values
 from oversmooth.train import (
     PREEMPTED_EXIT_CODE,
+    Runtime,
     TrainConfig,
     TrainSpec,
+    _load_resume,
     export_checkpoint,
     kept_weights_path,
     learning_rate,
     load_model,
+    make_optimizer,
     resume_path,
+    torchrun_command,
     train_model,
+    train_step,
 )
 
 MODEL = dict(block_size=32, n_layer=1, n_head=2, n_embd=32, bottleneck=4)
@@ -155,7 +163,7 @@ def _run_cli(spec, env=None, nproc=None):
     with open(spec_file, "w") as f:
         json.dump(vars(spec), f)
     if nproc:
-        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--master_port=29517", "-m", "oversmooth.train", spec_file]
+        cmd = torchrun_command(nproc, spec_file)
     else:
         cmd = [sys.executable, "-m", "oversmooth.train", spec_file]
     return subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -193,19 +201,31 @@ def test_sigterm_saves_and_exits_then_rerun_resumes(shards, tmp_path):
     assert "job stopped by stop request (exit 143)" in both[len(first_attempt):]
 
 
-def test_ddp_with_two_gloo_processes_matches_single_process(shards, tmp_path):
-    """Two CPU processes (gloo) each take half of the micro-batches; the trajectory must match."""
+def test_two_ddp_jobs_on_one_node_run_side_by_side_and_match_a_single_process(shards, tmp_path):
+    """Two CPU processes (gloo) each take half of the micro-batches; the trajectory must match. Two such jobs start
+    at once, as two SLURM jobs on one node would: torchrun's standalone rendezvous gives each its own free port
+    (with the fixed default port the second job fails)."""
     train = {**TRAIN, "grad_accum": 2, "max_iters": 12}
     single = train_model(_spec(shards, tmp_path / "single", train=train))
-    proc = _run_cli(_spec(shards, tmp_path / "ddp", train=train), nproc=2, env={"OMP_NUM_THREADS": "1"})
-    output, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, output
-    ddp_log = pd.read_csv(tmp_path / "ddp" / "train_log.csv")
+    procs = [_run_cli(_spec(shards, tmp_path / f"ddp{i}", train=train), nproc=2, env={"OMP_NUM_THREADS": "1"})
+             for i in range(2)]
+    for proc in procs:
+        output, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, output
     single_log = pd.DataFrame(single.rows)
-    np.testing.assert_allclose(ddp_log["val_loss"], single_log["val_loss"], rtol=1e-4)
-    np.testing.assert_allclose(ddp_log["train_loss"], single_log["train_loss"], rtol=1e-4)
-    a, b = _weights(tmp_path / "single" / "last.pt"), _weights(tmp_path / "ddp" / "last.pt")
-    assert all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
+    for i in range(2):
+        ddp_log = pd.read_csv(tmp_path / f"ddp{i}" / "train_log.csv")
+        np.testing.assert_allclose(ddp_log["val_loss"], single_log["val_loss"], rtol=1e-4)
+        np.testing.assert_allclose(ddp_log["train_loss"], single_log["train_loss"], rtol=1e-4)
+        a, b = _weights(tmp_path / "single" / "last.pt"), _weights(tmp_path / f"ddp{i}" / "last.pt")
+        assert all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
+
+
+def test_torchrun_command_runs_one_standalone_node():
+    command = torchrun_command(4, "spec.json")
+    assert command[1:3] == ["-m", "torch.distributed.run"] and "--standalone" in command
+    assert "--nproc_per_node=4" in command and command[-3:] == ["-m", "oversmooth.train", "spec.json"]
+    assert not any(arg.startswith(("--master_port", "--rdzv_endpoint")) for arg in command)
 
 
 def test_grad_accum_must_divide_among_processes(shards, tmp_path, monkeypatch):
@@ -213,3 +233,157 @@ def test_grad_accum_must_divide_among_processes(shards, tmp_path, monkeypatch):
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)  # do not start a process group
     with pytest.raises(ValueError, match=r"train.grad_accum \(2\) must be divisible by the number of processes \(3\)"):
         train_model(_spec(shards, tmp_path))
+
+
+def test_resume_state_is_read_onto_the_cpu_whatever_the_job_device(shards, tmp_path):
+    """A GPU job's resume: torch.set_rng_state takes only a CPU ByteTensor, so a state loaded onto the job's device
+    crashed every retry on CUDA. The meta device stands in for CUDA here."""
+    with pytest.raises(SystemExit):
+        train_model(_spec(shards, tmp_path, stop_after_iters=8))
+    saved = torch.load(resume_path(tmp_path), weights_only=False)
+    spec, runtime = _spec(shards, tmp_path), Runtime(torch.device("meta"))
+    model = GPT(spec.model_config()).to(runtime.device)
+    optimizer = make_optimizer(model, spec.train_config(), runtime)
+    state, best = _load_resume(tmp_path, spec, model, optimizer, np.random.default_rng(0), runtime)
+    assert state.iteration == 8 and best is not None
+    assert torch.equal(torch.get_rng_state(), saved["torch_rng"])
+    assert all(p.device.type == "meta" for p in model.parameters())
+
+
+def _train_in_segments(shards, out, train, **changes):
+    """Run a training the way rule train_segment + train_model do: one call per job, each handing its state on."""
+    previous = None
+    for end in segment_ends(train):
+        state_out = str(out / "segments" / f"{end}.pt")
+        train_model(_spec(shards, out, train=train, until=end, state_out=state_out, resume_from=previous, **changes))
+        assert Path(state_out).exists() and not resume_path(out).exists()
+        previous = state_out
+    return train_model(_spec(shards, out, train=train, resume_from=previous, **changes))
+
+
+@pytest.mark.parametrize("per_job", [6, 7])  # segments ending at evaluations, and between them
+def test_training_in_segments_gives_the_weights_and_log_of_one_job(shards, tmp_path, per_job):
+    train = {**TRAIN, "keep_weights_every": 2}
+    train_model(_spec(shards, tmp_path / "one", train=train))
+    segmented = {**train, "iters_per_job": per_job}
+    assert len(segment_ends(segmented)) == math.ceil(24 / per_job) - 1
+    _train_in_segments(shards, tmp_path / "jobs", segmented)
+    for name in ("last.pt", "best.pt"):
+        a, b = _weights(tmp_path / "one" / name), _weights(tmp_path / "jobs" / name)
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+    log_one = pd.read_csv(tmp_path / "one" / "train_log.csv").drop(columns="seconds")
+    pd.testing.assert_frame_equal(log_one, pd.read_csv(tmp_path / "jobs" / "train_log.csv").drop(columns="seconds"))
+    kept = sorted(p.name for p in (tmp_path / "jobs" / "kept").iterdir())
+    assert kept == sorted(p.name for p in (tmp_path / "one" / "kept").iterdir()) == ["0.pt", "12.pt", "24.pt"]
+
+
+def test_a_segment_stopped_midway_resumes_from_its_own_state_not_the_segment_input(shards, tmp_path):
+    train = {**TRAIN, "iters_per_job": 10}
+    train_model(_spec(shards, tmp_path / "one", train=train))
+    out = tmp_path / "jobs"
+    first = str(out / "segments" / "10.pt")
+    train_model(_spec(shards, out, train=train, until=10, state_out=first))
+    with pytest.raises(SystemExit):  # the second job is stopped at iteration 15, as a time limit would
+        train_model(_spec(shards, out, train=train, until=20, state_out=str(out / "segments" / "20.pt"),
+                          resume_from=first, stop_after_iters=15))
+    assert torch.load(resume_path(out), weights_only=False)["state"]["iteration"] == 15
+    with log_to_file(tmp_path / "retry.log"):
+        train_model(_spec(shards, out, train=train, until=20, state_out=str(out / "segments" / "20.pt"),
+                          resume_from=first))
+    assert "resumed m at iteration 15" in (tmp_path / "retry.log").read_text()
+    train_model(_spec(shards, out, train=train, resume_from=str(out / "segments" / "20.pt")))
+    a, b = _weights(tmp_path / "one" / "last.pt"), _weights(out / "last.pt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_resume_state_past_the_segment_end_is_not_used(shards, tmp_path):
+    with pytest.raises(SystemExit):
+        train_model(_spec(shards, tmp_path, stop_after_iters=15))
+    state = train_model(_spec(shards, tmp_path, until=12, state_out=str(tmp_path / "12.pt")))
+    assert state.iteration == 12 and state.rows[0]["iteration"] == 0  # trained from scratch up to the segment end
+
+
+def test_an_early_stop_inside_a_segment_is_handed_on_to_the_last_job(shards, tmp_path):
+    train = {**TRAIN, "learning_rate": 1e-9, "min_lr": 1e-9, "patience": 1, "max_iters": 600, "iters_per_job": 100}
+    one = train_model(_spec(shards, tmp_path / "one", train=train))
+    jobs = _train_in_segments(shards, tmp_path / "jobs", train)
+    assert one.stopped.startswith("early stopping") and jobs.stopped == one.stopped
+    assert jobs.iteration == one.iteration < 100
+
+
+def test_segment_state_from_other_settings_is_an_error_naming_the_file(shards, tmp_path):
+    state_out = str(tmp_path / "segments" / "12.pt")
+    train_model(_spec(shards, tmp_path, until=12, state_out=state_out))
+    with pytest.raises(ValueError, match=r"segment state .*12\.pt was written for other settings"):
+        train_model(_spec(shards, tmp_path, train={**TRAIN, "seed": 6}, resume_from=state_out))
+
+
+def test_scheduling_settings_leave_the_resume_fingerprint_alone(shards, tmp_path):
+    base = _spec(shards, tmp_path)
+    assert base.fingerprint() == _spec(shards, tmp_path, train={**TRAIN, "threads": 2, "iters_per_job": 5}).fingerprint()
+    assert base.fingerprint() != _spec(shards, tmp_path, train={**TRAIN, "batch_size": 2}).fingerprint()
+
+
+def test_a_job_past_its_deadline_saves_its_state_and_stops(shards, tmp_path):
+    """The deadline a SLURM job sets itself before its time limit: state saved, exit 143, the retry goes on."""
+    log_file = tmp_path / "train.log"
+    with pytest.raises(SystemExit) as stopped, log_to_file(log_file):
+        train_model(_spec(shards, tmp_path, stop_at=time.time() - 1))
+    assert stopped.value.code == PREEMPTED_EXIT_CODE
+    assert torch.load(resume_path(tmp_path), weights_only=False)["state"]["iteration"] == 1
+    log = log_file.read_text()
+    assert "stopping at iteration 1 on its deadline before the job's time limit" in log
+    assert "job stopped by its deadline before the job's time limit (exit 143)" in log
+
+
+def _one_step(model, x, y, runtime, compiled=False):
+    """One `train_step`: its loss, the gradients it applied and the weights after it."""
+    cfg = TrainConfig(**TRAIN)
+    optimizer = make_optimizer(model, cfg, runtime)
+    grads, step = {}, optimizer.step
+
+    def capturing_step(*args, **kwargs):
+        grads.update({n: p.grad.detach().clone() for n, p in model.named_parameters()})
+        return step(*args, **kwargs)
+
+    optimizer.step = capturing_step
+    forward = torch.compile(model) if compiled else model
+    loss = train_step(forward, model, model, optimizer, x, y, cfg, runtime)
+    return loss, grads, {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _step_inputs(shards):
+    from oversmooth.train import sample_windows
+    data = np.fromfile(shards / "train.bin", dtype=np.uint8)
+    return sample_windows(data, np.random.default_rng(0), TRAIN["batch_size"] * TRAIN["grad_accum"], MODEL["block_size"])
+
+
+def _fresh_model():
+    from oversmooth.model import GPTConfig
+    torch.manual_seed(0)
+    return GPT(GPTConfig(**MODEL))
+
+
+def test_a_compiled_training_step_on_cpu_matches_eager(shards):
+    """thesis.yaml sets train.compile: one torch.compile step (inductor, CPU) against the same step eager."""
+    x, y = _step_inputs(shards)
+    runtime = Runtime(torch.device("cpu"))
+    eager_loss, _, eager = _one_step(_fresh_model(), x, y, runtime)
+    compiled_loss, _, compiled = _one_step(_fresh_model(), x, y, runtime, compiled=True)
+    assert compiled_loss == pytest.approx(eager_loss, rel=1e-5)
+    for k in eager:
+        torch.testing.assert_close(compiled[k], eager[k], rtol=1e-4, atol=1e-5)
+
+
+def test_a_bf16_training_step_on_cpu_stays_near_float32(shards):
+    """The GPU path's bf16 autocast, run on CPU: the loss within 1 % of float32's, and every gradient the step
+    applies within 5 % of float32's (relative L2 error), except those float32 puts at noise level (below 1e-4 of
+    the largest: attention's key bias, whose true gradient is 0)."""
+    x, y = _step_inputs(shards)
+    fp32_loss, fp32, _ = _one_step(_fresh_model(), x, y, Runtime(torch.device("cpu")))
+    bf16_loss, bf16, _ = _one_step(_fresh_model(), x, y, Runtime(torch.device("cpu"), bf16=True))
+    assert bf16_loss != fp32_loss  # bf16 really ran
+    assert bf16_loss == pytest.approx(fp32_loss, rel=0.01)
+    largest = max(g.norm().item() for g in fp32.values())
+    errors = {k: ((bf16[k] - g).norm() / g.norm()).item() for k, g in fp32.items() if g.norm() > 1e-4 * largest}
+    assert len(errors) >= len(fp32) - 2 and max(errors.values()) <= 0.05, errors

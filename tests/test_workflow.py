@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -125,6 +126,15 @@ def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path, repo):
     assert "eval.window: -5 is less than the minimum of 1" in result.stdout + result.stderr
 
 
+def test_a_missing_model_folder_fails_the_dry_run_naming_the_key(tmp_path, repo):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("ground_truths:\n  - {name: evabyte, kind: hf, path: /nowhere/EvaByte}\n")
+    cmd = [str(SNAKEMAKE), "-s", str(repo / "Snakefile"), "--directory", str(tmp_path), "--configfile", str(bad), "-n"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "ground_truths[0].path: no folder '/nowhere/EvaByte'" in result.stdout + result.stderr
+
+
 @pytest.mark.workflow
 def test_smoke_run_writes_logits_metrics_tables_and_figures(smoke_run):
     from oversmooth.logits import LOGITS_SCHEMA
@@ -179,10 +189,23 @@ def test_a_setting_given_with_config_on_the_command_line_reruns_like_an_override
 
 
 @pytest.mark.workflow
-def test_thread_counts_rerun_nothing(smoke_run, tmp_path):
+def test_thread_counts_and_job_settings_rerun_nothing(smoke_run, tmp_path):
     output = dry_run_with_override(smoke_run, tmp_path, "train:\n  threads: 2\ntbat:\n  threads: 2\n"
-                                   "resources:\n  inference_threads: 2\n  metrics_threads: 2\n")
+                                   "resources:\n  inference_threads: 2\n  metrics_threads: 2\n  stop_margin_s: 60\n"
+                                   "  max_mem_mb: 9000\n  runtime_min: {train: 5}\n")
     assert "Nothing to be done" in output
+
+
+@pytest.mark.workflow
+def test_splitting_a_training_into_jobs_plans_its_segments_and_changes_no_setting(smoke_run, tmp_path):
+    """train.iters_per_job decides how a training runs, not what it computes: no params change (the trainings
+    replan only because their jobs' inputs change, as docs/cluster.md says: set it before a training starts)."""
+    _, workdir, _ = smoke_run
+    output = dry_run_with_override(smoke_run, tmp_path, "train:\n  iters_per_job: 7\n")
+    assert "params changed" not in output.lower() and "Params have changed" not in output
+    jobs = planned_jobs(output)
+    segments = sorted(w for r, w in jobs if r == "train_segment" and w.startswith("model=bn-4,"))
+    assert segments == ["model=bn-4, iteration=14", "model=bn-4, iteration=7"]
 
 
 @pytest.mark.workflow
@@ -393,19 +416,28 @@ def test_jobs_ask_the_scheduler_for_what_config_resources_say(smoke_run, tmp_pat
     override = tmp_path / "cluster.yaml"
     override.write_text(
         "resources:\n  train_gpus: 2\n  gpu_partition: big-gpu\n  cpu_partition: small\n  gpu_model: a100\n"
-        "  account: lab-7\n  mem_mb: {train: 12000, cpu: 3000}\n  runtime_min: {train: 600}\n"
+        "  account: lab-7\n  mem_mb: {train: 12000, head: 5000, cpu: 3000}\n  runtime_min: {train: 600, head: 45}\n"
     )
     output = snakemake(workdir, "-n", "-f", "results/models/bn-4/best.pt", "results/tbat/bn-4.parquet",
+                       "results/models/bn-4@10/best.pt", "results/models/tok-learned-r4/head.pt",
                        overrides=[override])
     text = output.stdout + output.stderr
-    train = text[text.index("rule train_model:"):]
-    train = train[:train.index("\n\n")]
+
+    def job(rule):
+        block = text[text.index(f"rule {rule}:"):]
+        return block[:block.index("\n\n")]
+
     for expected in ("gpu=2", "slurm_partition=big-gpu", "runtime=600", "gpu_model=a100", "slurm_account=lab-7",
                      "mem_mb=12000"):
-        assert expected in train, f"{expected} not in\n{train}"
-    tbat = text[text.index("rule tbat:"):]
-    tbat = tbat[:tbat.index("\n\n")]
+        assert expected in job("train_model"), f"{expected} not in\n{job('train_model')}"
+    tbat = job("tbat")
     assert "gpu=0" in tbat and "slurm_partition=small" in tbat and "mem_mb=3000" in tbat and "gpu_model" not in tbat
+    # a checkpoint is a CPU job of minutes, not a job on the default partition with no limit
+    checkpoint = job("checkpoint_model")
+    assert "slurm_partition=small" in checkpoint and "runtime=" in checkpoint and "mem_mb=3000" in checkpoint
+    # fitting a head on a frozen model takes a GPU for minutes, not the training's hours
+    head = job("token_head")
+    assert "gpu=2" in head and "runtime=45" in head and "mem_mb=5000" in head
 
 
 @pytest.mark.workflow
@@ -641,3 +673,38 @@ def test_the_token_track_counts_each_analysed_head_s_unargmaxable_tokens(smoke_r
     assert ((table["corpus_share_never_argmax"] > 0) & (table["corpus_share_never_argmax"] < 1)).all()
     record = json.loads((results / "unargmaxable" / "tok-svd-r4.json").read_text())
     assert len(record["argmaxable"]) == table.loc["tok-svd-r4", "n_argmaxable"] and record["max_margin"] <= 1e-6
+
+
+@pytest.mark.workflow
+def test_the_bytes_prompts_skip_by_default_are_those_smollm2_cannot_spell(smoke_run, repo):
+    """SmolLM2 (the demo's and thesis config's token-level ground truth) has no token starting with 21 bytes: the
+    default `eval.unspellable_bytes` is exactly that set, read here from its real tokenizer."""
+    from oversmooth.config import load_config
+    from oversmooth.tokenmarginal import unspellable_bytes
+
+    _, workdir, _ = smoke_run
+    found = unspellable_bytes("gt-smollm2", workdir / "results" / "quality" / "smollm2")
+    assert found == load_config(repo / "config" / "config.yaml")["eval"]["unspellable_bytes"]
+    assert len(found) == 21 and {0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xF1, 0xF2} <= set(found)
+
+
+@pytest.mark.workflow
+def test_following_the_corrupt_file_message_rebuilds_the_file_and_what_was_computed_from_it(smoke_run, tmp_path):
+    """A truncated logits file: the reading job fails naming a command; that command, word for word (plus the run's
+    own config and cores), rebuilds the file and its dependents, after which nothing is left to do. Deleting the
+    file, as the message once said, left the run incomplete with 'Nothing to be done'."""
+    import shlex
+
+    _, workdir, _ = smoke_run
+    logits = workdir / "results" / "logits" / "bn-4@0.parquet"
+    metrics = workdir / "results" / "metrics" / "bn-4@0__gt-nanogpt.parquet"
+    good = pq.read_table(logits)
+    logits.write_bytes(logits.read_bytes()[:200])
+    failed = snakemake(workdir, "-f", "results/metrics/bn-4@0__gt-nanogpt.parquet", check=False)
+    log = (workdir / "results" / "logs" / "metrics" / "bn-4@0__gt-nanogpt.log").read_text()
+    assert failed.returncode != 0
+    command = re.search(r"`(snakemake all --forcerun [^`]+)`", log).group(1)
+    assert command == "snakemake all --forcerun results/logits/bn-4@0.parquet"
+    snakemake(workdir, *shlex.split(command)[1:])
+    assert pq.read_table(logits).equals(good) and metrics.stat().st_mtime > logits.stat().st_mtime
+    assert "Nothing to be done" in dry_run_with_override(smoke_run, tmp_path, "{}\n")

@@ -20,7 +20,7 @@ def snakemake_command(workdir: Path, *args: str, overrides=(), repo: Path = REPO
             *args]
 
 
-def snakemake(workdir, *args, overrides=(), check=True, timeout=900, repo: Path = REPO, env=None):
+def snakemake(workdir, *args, overrides=(), check=True, timeout=1800, repo: Path = REPO, env=None):
     """Run Snakemake on the smoke config with 2 local cores; fail the test with its output when it fails."""
     cmd = snakemake_command(workdir, "--cores", "2", *args, overrides=overrides, repo=repo)
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env)

@@ -190,6 +190,13 @@ def ground_truth(config: Mapping, name: str) -> dict:
     raise KeyError(f"no ground truth {name!r} in config `ground_truths` (have {ground_truth_models(config)})")
 
 
+def segment_ends(train: Mapping) -> list[int]:
+    """The iterations at which the jobs of a training split by `train.iters_per_job` hand their state on (each job's
+    end but the last's, which writes the model); empty for a training in one job."""
+    per_job, max_iters = train.get("iters_per_job"), train["max_iters"]
+    return list(range(per_job, max_iters, per_job)) if per_job else []
+
+
 def training_settings(config: Mapping, name: str) -> dict:
     """`{"model": ..., "train": ...}` for a trained model (a checkpoint: its model's): the shared `model`/`train`
     sections, the ground truth's own sections, then `model_overrides[name]` (a seed run: its model's, then its

@@ -227,6 +227,37 @@ def _check_unique_source_labels(config: Mapping) -> None:
         seen[label] = i
 
 
+PACKAGED_MODEL = "smollm2"  # a model folder setting that names the packaged SmolLM2 instead of a folder
+
+
+def _looks_local(path: str) -> bool:
+    return os.path.isabs(path) or path.startswith((".", "~"))
+
+
+def check_paths(config: Mapping) -> None:
+    """Every local file or folder the config names must exist before the DAG is built; raise ConfigError naming
+    each setting that names a missing one (else the error comes at job time, after other jobs ran)."""
+    from oversmooth.data import DataSourceError, source_files  # local import: data imports nothing from here
+
+    folders = [(f"ground_truths[{i}].path", gt["path"]) for i, gt in enumerate(config["ground_truths"])
+               if gt["kind"] == "hf" or (gt["kind"] == "token" and gt["path"] != PACKAGED_MODEL)]
+    folders += [(key, value) for key, value in (("tokens.source", config["tokens"]["source"]),
+                                                ("quality.perplexity_model", config["quality"]["perplexity_model"]))
+                if value != PACKAGED_MODEL]
+    problems = [f"  {key}: no folder {path!r} (relative to {os.getcwd()})" for key, path in folders
+                if not os.path.isdir(os.path.expanduser(path))]
+    for i, source in enumerate(config["data"]["sources"]):
+        if source["kind"] == "files":
+            try:
+                source_files(source)
+            except DataSourceError as err:
+                problems.append(f"  data.sources[{i}].paths: {err}")
+        elif source["kind"] == "hf" and _looks_local(source["path"]) and not os.path.exists(os.path.expanduser(source["path"])):
+            problems.append(f"  data.sources[{i}].path: no such file or folder {source['path']!r}")
+    if problems:
+        raise ConfigError("the config names local files or folders that do not exist:\n" + "\n".join(problems))
+
+
 def load_config(*paths: str | os.PathLike) -> dict:
     """Load YAML configs, later ones overriding earlier ones key by key (as `--configfile` does), then validate."""
     config: dict = {}

@@ -86,10 +86,12 @@ class SourceStats:
     documents: int = 0
     bytes: int = 0
     empty_skipped: int = 0
+    empty_examples: list[str] = field(default_factory=list)
     invalid_utf8: int = 0
     invalid_utf8_examples: list[str] = field(default_factory=list)
     max_bytes: int | None = None
     shortfall_bytes: int = 0
+    files: list[str] = field(default_factory=list)  # what a `files` source read, in order
 
 
 def source_label(source: Mapping, index: int) -> str:
@@ -202,26 +204,43 @@ def _parquet_documents(path: str, label: str, column: str, policy: str, stats: S
             row += 1
 
 
-def _file_documents(source: Mapping, label: str, policy: str, stats: SourceStats) -> Iterator[Document]:
-    column = source["text_column"]
+FILE_SUFFIXES = (".txt", ".md", ".jsonl", ".parquet")
+
+
+def source_files(source: Mapping, label: str = "files") -> list[str]:
+    """The files a `files` source reads, in order: each entry of `paths` is a file, a glob, or a folder (its files
+    of the readable suffixes, recursively, sorted)."""
+    files = []
     for pattern in source["paths"]:
         matches = sorted(glob.glob(os.path.expanduser(pattern), recursive=True))
         if not matches:
-            raise DataSourceError(
-                f"source {label!r}: no file matches {pattern!r} (relative to {os.getcwd()})"
-            )
-        for path in matches:
-            suffix = Path(path).suffix.lower()
-            if suffix in (".txt", ".md"):
-                yield from _txt_documents(path, label, policy, stats, key=path)
-            elif suffix == ".jsonl":
-                yield from _jsonl_documents(path, label, column, policy, stats)
-            elif suffix == ".parquet":
-                yield from _parquet_documents(path, label, column, policy, stats)
+            raise DataSourceError(f"source {label!r}: no file matches {pattern!r} (relative to {os.getcwd()})")
+        for match in matches:
+            if os.path.isdir(match):
+                inside = sorted(str(p) for p in Path(match).rglob("*") if p.is_file() and p.suffix.lower() in FILE_SUFFIXES)
+                if not inside:
+                    raise DataSourceError(f"source {label!r}: folder {match} holds no {', '.join(FILE_SUFFIXES)} file")
+                files.extend(inside)
             else:
-                raise DataSourceError(
-                    f"source {label!r}: cannot read {path} (suffix {suffix!r}); use .txt, .md, .jsonl or .parquet"
-                )
+                files.append(match)
+    return files
+
+
+def _file_documents(source: Mapping, label: str, policy: str, stats: SourceStats) -> Iterator[Document]:
+    column = source["text_column"]
+    for path in source_files(source, label):
+        stats.files.append(path)
+        suffix = Path(path).suffix.lower()
+        if suffix in (".txt", ".md"):
+            yield from _txt_documents(path, label, policy, stats, key=path)
+        elif suffix == ".jsonl":
+            yield from _jsonl_documents(path, label, column, policy, stats)
+        elif suffix == ".parquet":
+            yield from _parquet_documents(path, label, column, policy, stats)
+        else:
+            raise DataSourceError(
+                f"source {label!r}: cannot read {path} (suffix {suffix!r}); use .txt, .md, .jsonl or .parquet"
+            )
 
 
 def _package_documents(source: Mapping, label: str, policy: str, stats: SourceStats) -> Iterator[Document]:
@@ -246,14 +265,22 @@ def _hf_documents(source: Mapping, label: str, policy: str, stats: SourceStats) 
         )
     except Exception as err:  # datasets raises many types: connection, file-not-found, value errors
         raise DataSourceError(
-            f"{what}: could not load it: {type(err).__name__}: {err}. Without network access, download "
-            "the dataset elsewhere and set `path` to the local folder of its parquet/jsonl files."
+            f"{what}: could not load it: {type(err).__name__}: {err}. A Hub dataset is read by rule "
+            "prepare_corpus on the machine that runs snakemake (a local rule, never a cluster job): run snakemake "
+            "where the Hub can be reached, or download the dataset there and set this source's `path` in config "
+            "`data.sources` to the local folder of its parquet/jsonl files."
         ) from err
     if column not in (dataset.column_names or [column]):
         raise DataSourceError(f"{what}: no text column {column!r} (columns: {dataset.column_names})")
     for row_index, row in enumerate(dataset):
         text = _text_bytes(row[column], f"{what} row {row_index}", column, policy, stats)
         yield from _document(f"{label}:{row_index}", label, text)
+
+
+def reads_the_hub(source: Mapping) -> bool:
+    """Whether a source is fetched from the Hugging Face Hub (an `hf` source whose `path` is no local file or
+    folder): it needs the network, which cluster compute nodes rarely have."""
+    return source["kind"] == "hf" and not Path(source["path"]).exists()
 
 
 def iter_source_documents(source: Mapping, label: str, policy: str, stats: SourceStats) -> Iterator[Document]:
@@ -271,6 +298,8 @@ def iter_source_documents(source: Mapping, label: str, policy: str, stats: Sourc
     for doc in documents:
         if not doc.data.strip():
             stats.empty_skipped += 1
+            if len(stats.empty_examples) < 5:
+                stats.empty_examples.append(doc.doc_id)
             continue
         if budget is not None and stats.bytes + len(doc.data) > budget:
             doc = Document(doc.doc_id, doc.source, truncate_utf8(doc.data, budget - stats.bytes))
@@ -469,7 +498,8 @@ def _report_source(stats: SourceStats, on_shortfall: str) -> None:
             stacklevel=2,
         )
     if stats.empty_skipped:
-        warnings.warn(f"source {stats.label!r}: skipped {stats.empty_skipped} empty document(s)", DataWarning, stacklevel=2)
+        warnings.warn(f"source {stats.label!r}: skipped {stats.empty_skipped} empty document(s) (e.g. "
+                      f"{', '.join(stats.empty_examples)})", DataWarning, stacklevel=2)
     if stats.documents == 0:
         raise DataSourceError(f"source {stats.label!r} ({stats.kind}) yielded no non-empty document")
     if stats.max_bytes is not None and stats.bytes < stats.max_bytes:

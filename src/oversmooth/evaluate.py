@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -10,20 +11,28 @@ import torch
 from oversmooth.bytelm import ByteLM
 from oversmooth.io import ParquetInput
 from oversmooth.logs import get_logger
+from oversmooth.prompts import SpellableText
 from oversmooth.train import sample_windows
 
 log = get_logger("evaluate")
 
 
-def heldout_bytes(eval_docs_path: str | os.PathLike, max_bytes: int, separator: bytes = b"\n\n") -> np.ndarray:
-    """The first `max_bytes` of the evaluation pool, documents joined by `separator`, as uint8."""
+def heldout_bytes(eval_docs_path: str | os.PathLike, max_bytes: int, separator: bytes = b"\n\n",
+                  unspellable: Sequence[int] = ()) -> np.ndarray:
+    """The first `max_bytes` of the evaluation pool's documents that hold none of the `unspellable` bytes, joined
+    by `separator`, as uint8."""
+    spellable = SpellableText(unspellable)
     chunks, total = [], 0
     for batch in ParquetInput(eval_docs_path).iter_batches(columns=["text"], batch_size=64):
         for text in batch.column(0).to_pylist():
+            if not spellable.accepts(text):
+                continue
             chunks.append(text + separator)
             total += len(text) + len(separator)
             if total >= max_bytes:
+                spellable.report("held-out pool")
                 return np.frombuffer(b"".join(chunks)[:max_bytes], dtype=np.uint8)
+    spellable.report("held-out pool")
     return np.frombuffer(b"".join(chunks), dtype=np.uint8)
 
 

@@ -65,6 +65,14 @@ class UnreadableInputError(ValueError):
     """An input file exists but cannot be read as what it should be; the message names the file."""
 
 
+def rebuild_advice(path: str | os.PathLike) -> str:
+    """How to rebuild a damaged file and everything computed from it. Deleting it is not enough: Snakemake does not
+    rebuild a missing intermediate file while what was computed from it is up to date."""
+    return (f"It may be truncated or corrupt: rebuild it and everything computed from it with `snakemake all "
+            f"--forcerun {os.fspath(path)}` (with the run's own --configfile and --cores or --profile); if it is a "
+            "source file, replace it")
+
+
 @contextlib.contextmanager
 def naming_parquet_errors(path: str | os.PathLike) -> Iterator[None]:
     """Re-raise Arrow's errors while reading `path` as an UnreadableInputError that names the file."""
@@ -73,10 +81,8 @@ def naming_parquet_errors(path: str | os.PathLike) -> Iterator[None]:
     except (FileNotFoundError, PermissionError):
         raise  # these name the file already
     except (pa.ArrowException, OSError) as err:  # Arrow reports damaged pages as a bare OSError
-        raise UnreadableInputError(
-            f"{os.fspath(path)}: not a readable Parquet file ({type(err).__name__}: {err}). It may be truncated or "
-            "corrupt: delete it and rerun snakemake to rebuild it (or replace it, if it is a source file)"
-        ) from err
+        raise UnreadableInputError(f"{os.fspath(path)}: not a readable Parquet file ({type(err).__name__}: {err}). "
+                                   f"{rebuild_advice(path)}") from err
 
 
 def read_parquet(path: str | os.PathLike, **kwargs: Any) -> pa.Table:

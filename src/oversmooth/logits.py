@@ -27,7 +27,7 @@ import torch
 from oversmooth.bytelm import ByteLM
 from oversmooth.io import ParquetInput, atomic_path
 from oversmooth.logs import get_logger
-from oversmooth.model import VOCAB_SIZE
+from oversmooth.model import VOCAB_SIZE, bf16_autocast
 
 log = get_logger("logits")
 
@@ -142,9 +142,11 @@ def extract_logits(
     min_context: int | None,
     hidden_positions: int,
     seed: int,
-    autocast: bool = True,
+    bf16: bool | None = None,
 ) -> dict:
-    """Write the log-probabilities of every window position, and hidden states of a subset of them."""
+    """Write the log-probabilities of every window position, and hidden states of a subset of them.
+
+    `bf16`: bf16 autocast (default: on CUDA only; True runs the same mixed precision on CPU)."""
     ids = prompts.column("prompt_id").to_pylist()
     contexts, windows = prompts.column("context").to_pylist(), prompts.column("window").to_pylist()
     window = len(windows[0])
@@ -165,7 +167,7 @@ def extract_logits(
         hidden_rows: list[tuple[int, int, np.ndarray, np.ndarray]] = []
         for first in range(0, len(passes), batch_size):
             batch = passes[first : first + batch_size]
-            out = _forward(lm, batch, device, autocast)
+            out = _forward(lm, batch, device, bf16)
             dims = out.pre.shape[-1], out.post.shape[-1]
             for j, p in enumerate(batch):
                 rows = slice(p.out_start, p.out_start + p.count)
@@ -190,14 +192,13 @@ def _lm_device(lm: ByteLM) -> torch.device:
     return next(model.parameters()).device if model is not None else torch.device("cpu")
 
 
-def _forward(lm: ByteLM, batch: Sequence[Pass], device: torch.device, autocast: bool):
+def _forward(lm: ByteLM, batch: Sequence[Pass], device: torch.device, bf16: bool | None):
     """One batched forward pass over right-padded inputs; outputs moved to CPU as NumPy."""
     width = max(len(p.inputs) for p in batch)
     x = torch.zeros((len(batch), width), dtype=torch.long)
     for j, p in enumerate(batch):
         x[j, : len(p.inputs)] = torch.frombuffer(bytearray(p.inputs), dtype=torch.uint8).long()
-    use_bf16 = autocast and device.type == "cuda"
-    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_bf16):
+    with torch.no_grad(), bf16_autocast(device, bf16):
         out = lm.next_byte_outputs(x.to(device), outputs_from=[p.out_start for p in batch])
     return type(out)(*(t.float().cpu().numpy() for t in out))
 

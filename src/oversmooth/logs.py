@@ -25,14 +25,16 @@ class JobStopped(SystemExit):
     Its exit status is 128 + the signal's number (143 for SIGTERM), as shells and SLURM report it.
     """
 
-    def __init__(self, signum: int | None = None, detail: str = ""):
+    def __init__(self, signum: int | None = None, detail: str = "", reason: str | None = None):
         self.signum = signum
         self.detail = detail
+        self._reason = reason
         super().__init__(128 + (signum or signal.SIGTERM))
 
     @property
     def reason(self) -> str:
-        return signal_name(self.signum)
+        """The signal's name, else the reason given (a deadline), else `stop request`."""
+        return signal_name(self.signum) if self.signum else self._reason or signal_name(None)
 
 
 def signal_name(signum: int | None) -> str:

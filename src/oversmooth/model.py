@@ -22,6 +22,12 @@ import torch.nn.functional as F
 VOCAB_SIZE = 256
 
 
+def bf16_autocast(device: torch.device, enabled: bool | None = None) -> torch.autocast:
+    """bf16 autocast on `device`: on CUDA by default, on CPU when asked (`enabled=True`: the tests run the GPU
+    path's mixed precision on CPU). Losses and log-softmaxes are taken in float32 either way."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda" if enabled is None else enabled)
+
+
 @dataclass(frozen=True)
 class GPTConfig:
     """Shape of a model. `bottleneck` is k, the head's input dimension; None for a plain head."""

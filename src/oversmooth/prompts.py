@@ -69,18 +69,44 @@ def sentence_starts(text: bytes, pattern: re.Pattern[bytes]) -> np.ndarray:
     return np.fromiter((m.end() for m in pattern.finditer(text)), dtype=np.int64)
 
 
-def select_prompts(eval_docs_path: str | os.PathLike, spec: PromptSpec, seed: int) -> pa.Table:
-    """Pick `spec.n_prompts` non-overlapping prompts uniformly (seeded) among all valid sentence starts.
+class SpellableText:
+    """Which documents a token-level ground truth can spell: those holding none of the `unspellable` bytes (config
+    `eval.unspellable_bytes`; every document when there are none). Counts what it turns away, for the log."""
+
+    def __init__(self, unspellable: Sequence[int] = ()):
+        self.unspellable = sorted(set(unspellable))
+        self.pattern = re.compile(b"[" + b"".join(re.escape(bytes([b])) for b in self.unspellable) + b"]") if self.unspellable else None
+        self.skipped_documents = self.skipped_bytes = 0
+
+    def accepts(self, text: bytes) -> bool:
+        if self.pattern is None or self.pattern.search(text) is None:
+            return True
+        self.skipped_documents += 1
+        self.skipped_bytes += len(text)
+        return False
+
+    def report(self, what: str) -> None:
+        if self.unspellable:
+            log.info("%s: skipped %d documents (%d bytes) holding bytes a token-level ground truth cannot spell %s",
+                     what, self.skipped_documents, self.skipped_bytes, [f"0x{b:02X}" for b in self.unspellable])
+
+
+def select_prompts(eval_docs_path: str | os.PathLike, spec: PromptSpec, seed: int, unspellable: Sequence[int] = ()) -> pa.Table:
+    """Pick `spec.n_prompts` non-overlapping prompts uniformly (seeded) among all valid sentence starts of the
+    documents that hold none of the `unspellable` bytes.
 
     The eval pool is streamed twice, one row group at a time: once for candidate offsets, once for
     the bytes of the chosen prompts, so memory stays bounded by the candidates, not the text.
     """
     parquet = ParquetInput(eval_docs_path)
     pattern = sentence_start_pattern(spec.sentence_marks)
+    spellable = SpellableText(unspellable)
     doc_rows, starts = [], []
     row_base, n_bytes = 0, 0
     for batch in parquet.iter_batches(columns=["text"], batch_size=256):
         for i, text in enumerate(batch.column(0).to_pylist()):
+            if not spellable.accepts(text):
+                continue
             offsets = sentence_starts(text, pattern)
             offsets = offsets[offsets + spec.span <= len(text)]
             doc_rows.append(np.full(len(offsets), row_base + i, dtype=np.int64))
@@ -88,6 +114,7 @@ def select_prompts(eval_docs_path: str | os.PathLike, spec: PromptSpec, seed: in
             n_bytes += len(text)
         row_base += batch.num_rows
     n_docs = row_base
+    spellable.report("prompts")
     doc_rows_arr = np.concatenate(doc_rows) if doc_rows else np.zeros(0, np.int64)
     starts_arr = np.concatenate(starts) if starts else np.zeros(0, np.int64)
     chosen = _choose_non_overlapping(doc_rows_arr, starts_arr, spec, seed)
@@ -154,9 +181,10 @@ def _read_rows(parquet: pq.ParquetFile, rows: list[int]) -> dict[int, bytes]:
     return out
 
 
-def write_prompts(eval_docs_path: str | os.PathLike, out_path: str | os.PathLike, spec: PromptSpec, seed: int) -> pa.Table:
+def write_prompts(eval_docs_path: str | os.PathLike, out_path: str | os.PathLike, spec: PromptSpec, seed: int,
+                  unspellable: Sequence[int] = ()) -> pa.Table:
     """Select prompts and write them to Parquet atomically."""
-    table = select_prompts(eval_docs_path, spec, seed)
+    table = select_prompts(eval_docs_path, spec, seed, unspellable)
     write_parquet(table, out_path)
     return table
 

@@ -32,7 +32,7 @@ from oversmooth.bytelm import ByteLM, GPTByteLM, HFByteLM
 from oversmooth.decoding import Decoding
 from oversmooth.io import write_parquet
 from oversmooth.logs import get_logger
-from oversmooth.model import VOCAB_SIZE, KVCache
+from oversmooth.model import VOCAB_SIZE, KVCache, bf16_autocast
 
 log = get_logger("sampling")
 
@@ -80,8 +80,10 @@ class Stepper(Protocol):
 
 
 class GPTStepper:
-    def __init__(self, lm: GPTByteLM):
-        self.model, self.block_size = lm.model, lm.block_size
+    """One of our GPTs with its key/value cache; `bf16` as in `model.bf16_autocast` (default: on CUDA only)."""
+
+    def __init__(self, lm: GPTByteLM, bf16: bool | None = None):
+        self.model, self.block_size, self.bf16 = lm.model, lm.block_size, bf16
         self.device = next(self.model.parameters()).device
         self.cache = KVCache()
 
@@ -97,7 +99,7 @@ class GPTStepper:
 
     @torch.no_grad()
     def _run(self, idx: torch.Tensor) -> torch.Tensor:
-        with _autocast(self.device):
+        with bf16_autocast(self.device, self.bf16):
             logits = self.model.forward_cached(idx.to(self.device), self.cache)[:, -1]
         return F.log_softmax(logits.float(), dim=-1).cpu()
 
@@ -313,5 +315,3 @@ def write_samples(
     return table
 
 
-def _autocast(device: torch.device):
-    return torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")

@@ -133,8 +133,8 @@ class BATSolver:
         u = p / (1 - s.threshold)
         # Every q in P has q_i <= u_i: where u_i <= zero_tol, q = p itself is a witness (mass 0 to TBAT's precision)
         zero = u <= s.zero_tol
-        if self.full_rank:  # q = p is the only point: min q_i = p_i
-            return BATResult(p <= s.zero_tol, stats={"full_rank": True})
+        if self.full_rank:  # q = p is the only point: exactly the bytes with p_i = 0 are rejected, and TBAT is 0
+            return BATResult(p == 0, stats={"full_rank": True})
         undecided = (p <= s.threshold + 1e-12) & ~zero
         rejected = zero.copy()
         self._certify(undecided, p, u, self._least_squares_directions)

@@ -607,6 +607,33 @@ class MarginalStepper:
         return self.length
 
 
+def bytes_starting_no_token(vocab: TokenVocabulary) -> list[int]:
+    """The bytes no token of `vocab` starts with: a text holding one has probability 0 under the model."""
+    return sorted(set(range(VOCAB_SIZE)) - {t[0] for t in vocab.token_of})
+
+
+def check_spelled_text(name: str, vocab: TokenVocabulary, skipped: Sequence[int], key: str = "eval.unspellable_bytes") -> None:
+    """A token-level ground truth must spell every text the pipeline shows it: every byte it cannot spell must be
+    among those the prompts and held-out windows skip (`skipped`, config `key`)."""
+    missing = sorted(set(bytes_starting_no_token(vocab)) - set(skipped))
+    if missing:
+        raise TokenModelError(
+            f"ground truth {name!r} cannot spell bytes {missing} (no token starts with them), which the prompts and "
+            f"held-out windows do not skip: add them to config `{key}`"
+        )
+
+
+def unspellable_bytes(name: str, path: str | os.PathLike) -> list[int]:
+    """The bytes a local byte-level BPE model cannot spell (SmolLM2: 21 of them, control characters and bytes that
+    never occur in UTF-8 text); its tokenizer alone is read."""
+    from transformers import AutoTokenizer
+
+    if not Path(path).is_dir():
+        raise FileNotFoundError(f"ground truth {name!r}: no model folder at {os.fspath(path)!r} (config `ground_truths[].path`)")
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return bytes_starting_no_token(TokenVocabulary.from_tokenizer(tokenizer, name))
+
+
 def load_token_byte_lm(
     name: str,
     path: str | os.PathLike,

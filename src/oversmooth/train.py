@@ -1,6 +1,11 @@
 """Training of byte-level GPTs (thesis §3.3): AdamW, warm-up + cosine decay, gradient accumulation,
 periodic evaluation, early stopping, checkpoints that survive SIGTERM, and DDP through torchrun.
 
+A training longer than one cluster job runs as segments (`train.iters_per_job`): each job trains up to the end of
+its segment (`TrainSpec.until`) from the state the previous one handed on (`resume_from`) and hands its own on
+(`state_out`); the last writes the model. A job also stops itself at `stop_at` (a deadline before its scheduler's
+time limit), saving its resume state, so that its retry loses nothing.
+
 Every `keep_weights_every`-th evaluation also keeps the weights of that moment (`kept_weights_path`), from which
 `export_checkpoint` makes a model `<name>@<iteration>` of its own (oversmoothing along training).
 
@@ -32,10 +37,11 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from oversmooth.cluster import SCHEDULING_KEYS
 from oversmooth.data import read_shard
 from oversmooth.io import atomic_path, write_json
 from oversmooth.logs import JobStopped, get_logger, log_to_file, signal_name
-from oversmooth.model import GPT, GPTConfig
+from oversmooth.model import GPT, GPTConfig, bf16_autocast
 from oversmooth.spectra import singular_entropy_gap, singular_values
 
 log = get_logger("train")
@@ -66,6 +72,7 @@ class TrainConfig:
     threads: int = 1
     compile: bool = False
     keep_weights_every: int = 1  # evaluations between the weights kept on disk (0: none)
+    iters_per_job: int | None = None  # iterations per cluster job (None: the whole training in one job)
 
 
 @dataclass
@@ -80,6 +87,10 @@ class TrainSpec:
     out_dir: str
     log_file: str | None = None
     stop_after_iters: int | None = None  # testing aid: behave as if SIGTERM arrived after this iteration
+    until: int | None = None  # a segment: train up to this iteration and write the state to `state_out`
+    state_out: str | None = None
+    resume_from: str | None = None  # the state the previous segment handed on
+    stop_at: float | None = None  # deadline (time.time()): save the resume state and stop before the job's limit
 
     def model_config(self) -> GPTConfig:
         return GPTConfig(**self.model)
@@ -89,7 +100,8 @@ class TrainSpec:
 
     def fingerprint(self) -> str:
         """Hash of every setting that shapes the result; a resume state from other settings is not used."""
-        key = json.dumps({"model": self.model, "train": self.train, "train_bin": self.train_bin}, sort_keys=True)
+        train = {k: v for k, v in self.train.items() if k not in SCHEDULING_KEYS}
+        key = json.dumps({"model": self.model, "train": train, "train_bin": self.train_bin}, sort_keys=True)
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -136,16 +148,14 @@ class Runtime:
     device: torch.device
     rank: int = 0
     world_size: int = 1
+    bf16: bool | None = None  # bf16 autocast: None = on CUDA only (True: the same mixed precision on CPU)
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
     def autocast(self):
-        """bf16 autocast on CUDA; plain float32 on CPU."""
-        if self.device.type == "cuda":
-            return torch.autocast("cuda", dtype=torch.bfloat16)
-        return nullcontext()
+        return bf16_autocast(self.device, self.bf16)
 
 
 def setup_runtime(threads: int) -> Runtime:
@@ -183,6 +193,13 @@ def checkpoint_payload(model: GPT, state: TrainState, spec: TrainSpec, val_loss:
 def save_torch(obj: object, path: Path) -> None:
     with atomic_path(path) as tmp:
         torch.save(obj, tmp)
+
+
+def torchrun_command(gpus: int, spec_file: str | os.PathLike) -> list[str]:
+    """`python -m oversmooth.train SPEC` under torchrun on one node with `gpus` processes. `--standalone` gives each
+    job its own rendezvous on a free port, so that two DDP jobs on one node do not collide."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1", f"--nproc_per_node={gpus}",
+            "-m", "oversmooth.train", str(spec_file)]
 
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> GPT:
@@ -237,6 +254,16 @@ class _Stop:
     def __call__(self, signum, frame):
         self.signal = signum
 
+    def reason(self, spec: TrainSpec, state: TrainState) -> str:
+        """Why this process should stop now ("" to go on): a signal, the job's deadline, or the test hook."""
+        if self.signal is not None:
+            return signal_name(self.signal)
+        if spec.stop_at is not None and time.time() >= spec.stop_at:
+            return "its deadline before the job's time limit"
+        if spec.stop_after_iters is not None and state.iteration >= spec.stop_after_iters:
+            return signal_name(None)
+        return ""
+
 
 @torch.no_grad()
 def estimate_loss(model: torch.nn.Module, data: np.ndarray, cfg: TrainConfig, block_size: int, runtime: Runtime, seed: int) -> float:
@@ -284,8 +311,11 @@ def train_model(spec: TrainSpec) -> TrainState:
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     bytes_per_iter = cfg.batch_size * cfg.grad_accum * model_cfg.block_size
     start = time.time() - (state.rows[-1]["seconds"] if state.rows else 0.0)
+    if spec.until is not None:
+        log.info("%s: this job trains up to iteration %d of %d and hands its state on to %s", spec.name, spec.until,
+                 cfg.max_iters, spec.state_out)
     try:
-        while not state.stopped:
+        while not state.stopped and (spec.until is None or state.iteration < spec.until):
             evaluated = bool(state.rows) and state.rows[-1]["iteration"] == state.iteration  # e.g. just resumed
             if not evaluated and (state.iteration % cfg.eval_interval == 0 or state.iteration >= cfg.max_iters):
                 best_weights = _evaluate(model, val_data, train_data, cfg, runtime, state, start, spec, best_weights, optimizer, data_rng)
@@ -298,15 +328,22 @@ def train_model(spec: TrainSpec) -> TrainState:
             train_step(forward, ddp_model, model, optimizer, x, y, cfg, runtime)
             state.iteration += 1
             state.tokens_seen += bytes_per_iter
-            if _should_stop(stop, spec, state, runtime):
-                _save_resume(out_dir, spec, model, optimizer, data_rng, state, best_weights, runtime)
+            reason = _stop_reason(stop, spec, state, runtime)
+            if reason:
+                _save_state(resume_path(out_dir), spec, model, optimizer, data_rng, state, best_weights, runtime)
                 log.warning("%s: stopping at iteration %d on %s; resume state saved to %s",
-                            spec.name, state.iteration, signal_name(stop.signal), resume_path(out_dir))
-                raise JobStopped(stop.signal, f"{spec.name} resumes from iteration {state.iteration} on its next attempt")
+                            spec.name, state.iteration, reason, resume_path(out_dir))
+                raise JobStopped(stop.signal, f"{spec.name} resumes from iteration {state.iteration} on its next attempt",
+                                 reason=reason)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if runtime.is_main:
+    if spec.state_out is not None:
+        _save_state(Path(spec.state_out), spec, model, optimizer, data_rng, state, best_weights, runtime)
+        if runtime.is_main:
+            resume_path(out_dir).unlink(missing_ok=True)
+        log.info("%s: segment done at iteration %d; state handed on in %s", spec.name, state.iteration, spec.state_out)
+    elif runtime.is_main:
         _write_final(out_dir, spec, model, state, best_weights)
     return state
 
@@ -346,14 +383,15 @@ def make_optimizer(model: GPT, cfg: TrainConfig, runtime: Runtime) -> torch.opti
     )
 
 
-def _should_stop(stop: _Stop, spec: TrainSpec, state: TrainState, runtime: Runtime) -> bool:
-    """Stop on a signal received by any process (or the test hook); all ranks agree."""
-    flag = stop.signal is not None or (spec.stop_after_iters is not None and state.iteration >= spec.stop_after_iters)
+def _stop_reason(stop: _Stop, spec: TrainSpec, state: TrainState, runtime: Runtime) -> str:
+    """Why to stop now ("" to go on): a signal received by any process, the deadline or the test hook; all ranks
+    agree (the main rank names the reason when only another one has it)."""
+    reason = stop.reason(spec, state)
     if runtime.world_size > 1:
-        tensor = torch.tensor([int(flag)], device=runtime.device)
+        tensor = torch.tensor([int(bool(reason))], device=runtime.device)
         dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-        flag = bool(tensor.item())
-    return flag
+        reason = reason or ("a stop on another process" if tensor.item() else "")
+    return reason
 
 
 def _evaluate(model, val_data, train_data, cfg, runtime, state, start, spec, best_weights, optimizer, data_rng):
@@ -393,7 +431,7 @@ def _evaluate(model, val_data, train_data, cfg, runtime, state, start, spec, bes
     if state.stopped:
         log.info("%s: %s", spec.name, state.stopped)
     else:
-        _save_resume(Path(spec.out_dir), spec, model, optimizer, data_rng, state, best_weights, runtime)
+        _save_state(resume_path(Path(spec.out_dir)), spec, model, optimizer, data_rng, state, best_weights, runtime)
     return best_weights
 
 
@@ -416,13 +454,14 @@ def _param_groups(model: GPT, weight_decay: float) -> list[dict]:
     ]
 
 
-def _save_resume(out_dir, spec, model, optimizer, data_rng, state, best_weights, runtime) -> None:
+def _save_state(path: Path, spec, model, optimizer, data_rng, state, best_weights, runtime) -> None:
+    """Everything that evolves, to resume from (on CPU: any device can load it)."""
     if not runtime.is_main:
         return
     save_torch(
         {
             "fingerprint": spec.fingerprint(),
-            "model": model.state_dict(),
+            "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
             "optimizer": optimizer.state_dict(),
             "data_rng": data_rng.bit_generator.state,
             "torch_rng": torch.get_rng_state(),
@@ -430,25 +469,42 @@ def _save_resume(out_dir, spec, model, optimizer, data_rng, state, best_weights,
             "state": asdict(state),
             "best_weights": best_weights,
         },
-        resume_path(out_dir),
+        path,
     )
 
 
-def _load_resume(out_dir, spec, model, optimizer, data_rng, runtime):
+def _load_resume(out_dir, spec, model, optimizer, data_rng, runtime: Runtime):
+    """The state to go on from: this job's own resume state (an earlier attempt stopped), else the state the
+    previous segment handed on, else None (from scratch). Read onto the CPU whatever `runtime.device` is."""
     path = resume_path(out_dir)
-    if not path.exists():
+    payload = torch.load(path, map_location="cpu", weights_only=False) if path.exists() else None
+    if payload is not None and payload.get("fingerprint") != spec.fingerprint():
+        log.warning("%s: ignoring %s, written for other settings", spec.name, path)
+        payload = None
+    if payload is not None and spec.until is not None and payload["state"]["iteration"] > spec.until:
+        log.warning("%s: ignoring %s, past this segment's end %d", spec.name, path, spec.until)
+        payload = None
+    if payload is None and spec.resume_from:
+        path = Path(spec.resume_from)
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+        if payload.get("fingerprint") != spec.fingerprint():
+            raise ValueError(f"{spec.name}: the segment state {path} was written for other settings; delete it and "
+                             "rerun snakemake to train this model again from its first segment")
+    if payload is None:
         return None
-    payload = torch.load(path, map_location=runtime.device, weights_only=False)
-    if payload.get("fingerprint") != spec.fingerprint():
-        log.warning("%s: ignoring %s, written for other settings; starting from scratch", spec.name, path)
-        return None
+    _restore(payload, model, optimizer, data_rng, runtime)
+    return TrainState(**payload["state"]), payload["best_weights"]
+
+
+def _restore(payload: dict, model: GPT, optimizer, data_rng: np.random.Generator, runtime: Runtime) -> None:
+    """Load a state read onto the CPU: weights and optimizer moments move to the model's device; the random
+    number generators' states stay CPU byte tensors, as torch.set_rng_state requires (CUDA's: on a CUDA job)."""
     model.load_state_dict(payload["model"])
     optimizer.load_state_dict(payload["optimizer"])
     data_rng.bit_generator.state = payload["data_rng"]
-    torch.set_rng_state(payload["torch_rng"])
-    if payload["cuda_rng"]:
-        torch.cuda.set_rng_state_all(payload["cuda_rng"])
-    return TrainState(**payload["state"]), payload["best_weights"]
+    torch.set_rng_state(payload["torch_rng"].cpu())
+    if payload["cuda_rng"] and runtime.device.type == "cuda":
+        torch.cuda.set_rng_state_all([state.cpu() for state in payload["cuda_rng"]])
 
 
 def _write_final(out_dir: Path, spec: TrainSpec, model: GPT, state: TrainState, best_weights: dict | None) -> None:

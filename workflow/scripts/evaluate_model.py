@@ -10,7 +10,7 @@ smk = snakemake  # noqa: F821  (injected by Snakemake)
 with log_to_file(smk.log[0]):
     lm = rule_byte_lm(smk)
     settings = smk.params.evaluation
-    data = heldout_bytes(smk.input.eval_docs, settings["pool_bytes"])
+    data = heldout_bytes(smk.input.eval_docs, settings["pool_bytes"], unspellable=smk.params.unspellable_bytes)
     result = heldout_metrics(
         lm, data, windows=settings["windows"], block=settings["block"], batch_size=settings["batch_size"], seed=smk.params.seed
     )

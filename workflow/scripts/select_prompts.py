@@ -15,4 +15,4 @@ with log_to_file(smk.log[0]):
         continuation_bytes=p.continuation_bytes,
         sentence_marks=tuple(p.sentence_marks),
     )
-    write_prompts(smk.input.eval_docs, smk.output.prompts, spec, seed=p.seed)
+    write_prompts(smk.input.eval_docs, smk.output.prompts, spec, seed=p.seed, unspellable=p.unspellable_bytes)

@@ -1,0 +1,108 @@
+"""The compute plan: jobs from Snakemake's dry run, FLOPs by hand, GPU or CPU by the job's resources."""
+
+import pytest
+
+from oversmooth.config import load_config
+from oversmooth.plan import (
+    GPU_PEAK,
+    Costs,
+    Job,
+    Planner,
+    gpt_parameters,
+    measured_hours,
+    parse_dry_run,
+    plan_table,
+    training_flops_per_token,
+)
+
+DRY_RUN = """\
+[Mon Nov 23 23:18:54 2026]
+rule train_segment:
+    output: results/models/bn-4/segments/100.pt
+    benchmark: results/benchmarks/train/bn-4.to-100.tsv
+    wildcards: model=bn-4, iteration=100
+    resources: tmpdir=/tmp
+
+[Mon Nov 23 23:18:54 2026]
+localrule metrics_table:
+    output: results/tables/table_4_1.csv
+    wildcards: table=table_4_1
+
+rule all:
+    input: results/tables/table_4_1.csv
+"""
+
+
+def test_jobs_and_wildcards_are_read_from_a_dry_run():
+    assert parse_dry_run(DRY_RUN) == [Job("train_segment", {"model": "bn-4", "iteration": "100"},
+                                          "results/benchmarks/train/bn-4.to-100.tsv"),
+                                      Job("metrics_table", {"table": "table_4_1"})]
+
+
+def test_parameters_and_training_flops_by_hand():
+    model = {"block_size": 8, "n_layer": 1, "n_head": 1, "n_embd": 4, "bottleneck": 2, "dropout": 0.0}
+    # wte 256x4 (tied? no: the head is separate) + wpe 8x4 + block (2 LN 2x4 each, attn 4x12+12, proj 4x4+4,
+    # mlp 4x16+16, 16x4+4) + ln_f 2x4 + head (4x2+2, LN 2x2, 2x256)
+    expected = 256 * 4 + 8 * 4 + (8 + 8 + 60 + 20 + 80 + 68) + 8 + (10 + 4 + 512)
+    assert gpt_parameters(model) == expected
+    assert training_flops_per_token(model) == 6 * expected + 12 * 1 * 4 * 8
+
+
+def _planner(tmp_path, yaml_text, **kwargs):
+    override = tmp_path / "override.yaml"
+    override.write_text(yaml_text)
+    from oversmooth.plan import REPO
+    return Planner(load_config(REPO / "config" / "config.yaml", override), "a100", 0.5, 0.01, **kwargs)
+
+
+def test_a_training_split_into_segments_costs_what_one_job_does(tmp_path):
+    planner = _planner(tmp_path, "train: {max_iters: 250, iters_per_job: 100}\nresources: {train_gpus: 1}\n")
+    segments = [planner.job("train_segment", {"model": "bn-4", "iteration": str(i)}) for i in (100, 200)]
+    last = planner.job("train_model", {"model": "bn-4"})
+    whole = _planner(tmp_path, "train: {max_iters: 250}\nresources: {train_gpus: 1}\n").job("train_model", {"model": "bn-4"})
+    assert sum(job.gpu_h for job in segments) + last.gpu_h == pytest.approx(whole.gpu_h)
+    assert segments[0].gpu_h == pytest.approx(2 * last.gpu_h)  # 100 iterations against the last 50
+    shape = planner.config["model"] | {"bottleneck": 4}
+    train = planner.config["train"]
+    tokens = train["batch_size"] * shape["block_size"] * 250
+    evaluation = 250 / train["eval_interval"] * train["eval_iters"] * 2 * train["batch_size"] * shape["block_size"] / 3
+    assert whole.gpu_h == pytest.approx(training_flops_per_token(shape) * (tokens + evaluation) / (0.5 * GPU_PEAK["a100"]) / 3600)
+    assert whole.cpu_h == pytest.approx(Costs().startup_s / 3600)  # on the GPU: only the start-up is CPU time
+
+
+def test_without_a_gpu_model_passes_cost_cpu_hours_at_the_cpu_rate(tmp_path):
+    planner = _planner(tmp_path, "resources: {inference_gpus: 0}\n")
+    job = planner.job("evaluate_model", {"model": "bn-4"})
+    tokens = planner.config["evaluation"]["windows"] * planner.config["evaluation"]["block"]
+    flops = training_flops_per_token(planner.config["model"] | {"bottleneck": 4}) / 3 * tokens
+    assert job.gpu_h == 0 and job.cpu_h == pytest.approx((flops / Costs().cpu_flops + Costs().startup_s) / 3600)
+
+
+def test_families_are_benchmark_folders_and_a_finished_run_is_read_per_family(tmp_path):
+    planner = _planner(tmp_path, "")
+    jobs = [Job("tbat", {"model": "bn-4"}, "results/benchmarks/tbat/bn-4.tsv"),
+            Job("tbat", {"model": "bn-256"}, "results/benchmarks/tbat/bn-256.tsv"),
+            Job("svd_model", {"model": "svd-r4"}), Job("metrics_table", {})]
+    table = plan_table(jobs, planner).set_index("family")
+    assert table["jobs"].to_dict() == {"rank": 1, "tables, figures": 1, "tbat": 2}
+    assert table.loc["rank", "benchmarked_h"] == 0 and table.loc["tbat", "benchmarked_h"] == pytest.approx(
+        table.loc["tbat", "cpu_h"])
+    for stage, name, seconds in (("tbat", "bn-4", 36.0), ("tbat", "bn-8", 36.0), ("train", "bn-4", 72.0)):
+        (tmp_path / "benchmarks" / stage).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "benchmarks" / stage / f"{name}.tsv").write_text(f"s\th:m:s\tcpu_time\n{seconds}\t0:00:36\t30.0\n")
+    assert measured_hours(tmp_path / "benchmarks").to_dict() == {"tbat": 0.02, "train": 0.02}
+
+
+def test_the_pilot_s_plan_stays_within_4_gpu_hours_and_splits_its_trainings(capsys):
+    """config/pilot.yaml proves the cluster path before the thesis config: its plan (the real DAG) must stay small,
+    and its trainings run as several jobs, as the thesis config's do."""
+    from oversmooth.plan import main
+
+    assert main(["--configfile", "config/pilot.yaml"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    total = next(line.split() for line in lines if line.strip().startswith("total"))
+    assert 0.5 <= float(total[2].replace(",", "")) <= 4.0  # GPU-hours on an A100 at 35 %
+    train = next(line.split() for line in lines if line.strip().startswith("train "))
+    # 3 k x 2 seeds and the MoS member in 3 jobs of 2,000 steps each, the ground truth in 4; 6 checkpoints; the
+    # token track's 6 heads (their benchmarks sit in the train folder)
+    assert int(train[1]) == 7 * 3 + 4 + 6 + 6
