@@ -190,6 +190,6 @@ def test_every_missing_local_path_is_named_by_its_key_before_any_job(repo, tmp_p
     message = str(err.value)
     assert "ground_truths[2].path: no folder '/nowhere/EvaByte'" in message
     assert "tokens.source: no folder 'models/missing-lm'" in message
-    assert "data.sources[0].paths: source 'files': no file matches 'corpus/*.txt'" in message
+    assert "data.sources[0].paths: source 'files0': no file matches 'corpus/*.txt'" in message
     assert "data.sources[1].path: no such file or folder './local-ds'" in message
     assert "fineweb" not in message and "quality.perplexity_model" not in message

@@ -67,7 +67,8 @@ def test_prompts_do_not_overlap_and_are_seeded(pool):
 
 def test_too_few_prompts_is_an_error_with_the_numbers(tmp_path):
     small = _eval_pool(tmp_path / "small.parquet", ["Intro. " + "x" * 100, "Short. text."])
-    with pytest.raises(PromptError, match=r"2 documents, .* supplies only 1 non-overlapping prompts, but eval.n_prompts asks for 12"):
+    with pytest.raises(PromptError, match=r"2 documents, .* 0 more documents skipped for bytes in eval.unspellable_bytes\) "
+                       r"supplies only 1 non-overlapping prompts, but eval.n_prompts asks for 12"):
         select_prompts(small, SPEC, seed=0)
 
 

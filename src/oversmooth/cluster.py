@@ -14,7 +14,8 @@ from oversmooth.logs import get_logger
 log = get_logger("cluster")
 
 # Training settings that decide how a training runs, not what it computes: no part of its resume fingerprint or of
-# a rule's params (changing them reruns nothing).
+# a rule's params (a changed thread count reruns nothing; a changed iters_per_job replans the trainings it applies
+# to, whose jobs' inputs change).
 SCHEDULING_KEYS = ("threads", "iters_per_job")
 
 # Job kinds, each with the config.resources key of its GPU count (None: a CPU job): training, fitting heads on a

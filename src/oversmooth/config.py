@@ -237,7 +237,7 @@ def _looks_local(path: str) -> bool:
 def check_paths(config: Mapping) -> None:
     """Every local file or folder the config names must exist before the DAG is built; raise ConfigError naming
     each setting that names a missing one (else the error comes at job time, after other jobs ran)."""
-    from oversmooth.data import DataSourceError, source_files  # local import: data imports nothing from here
+    from oversmooth.data import DataSourceError, source_files, source_label  # local import: data imports nothing here
 
     folders = [(f"ground_truths[{i}].path", gt["path"]) for i, gt in enumerate(config["ground_truths"])
                if gt["kind"] == "hf" or (gt["kind"] == "token" and gt["path"] != PACKAGED_MODEL)]
@@ -249,7 +249,7 @@ def check_paths(config: Mapping) -> None:
     for i, source in enumerate(config["data"]["sources"]):
         if source["kind"] == "files":
             try:
-                source_files(source)
+                source_files(source, source_label(source, i))
             except DataSourceError as err:
                 problems.append(f"  data.sources[{i}].paths: {err}")
         elif source["kind"] == "hf" and _looks_local(source["path"]) and not os.path.exists(os.path.expanduser(source["path"])):

@@ -258,6 +258,8 @@ def _hf_documents(source: Mapping, label: str, policy: str, stats: SourceStats) 
     import datasets
 
     path, column = source["path"], source["text_column"]
+    if not reads_the_hub(source):
+        path = str(Path(path).expanduser())
     what = f"source {label!r} (hf dataset {path!r}, config {source.get('config')!r}, split {source['split']!r})"
     try:
         dataset = datasets.load_dataset(
@@ -280,7 +282,7 @@ def _hf_documents(source: Mapping, label: str, policy: str, stats: SourceStats) 
 def reads_the_hub(source: Mapping) -> bool:
     """Whether a source is fetched from the Hugging Face Hub (an `hf` source whose `path` is no local file or
     folder): it needs the network, which cluster compute nodes rarely have."""
-    return source["kind"] == "hf" and not Path(source["path"]).exists()
+    return source["kind"] == "hf" and not Path(source["path"]).expanduser().exists()
 
 
 def iter_source_documents(source: Mapping, label: str, policy: str, stats: SourceStats) -> Iterator[Document]:

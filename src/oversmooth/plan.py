@@ -92,8 +92,8 @@ class Job:
 def dag_jobs(configfiles: Sequence[str | Path], snakemake: str = "snakemake") -> list[Job]:
     """Every job `all` needs under these config files, whatever exists already."""
     command = [snakemake, "-s", str(REPO / "Snakefile"), "-n", "-F", "all", "--cores", "1"]
-    if configfiles:
-        command += ["--configfile", *map(str, configfiles)]
+    if configfiles:  # absolute: snakemake runs in the repository, the user may not
+        command += ["--configfile", *(str(Path(f).resolve()) for f in configfiles)]
     out = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"snakemake -n failed on {configfiles}:\n{out.stderr[-3000:]}")

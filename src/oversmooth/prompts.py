@@ -113,7 +113,7 @@ def select_prompts(eval_docs_path: str | os.PathLike, spec: PromptSpec, seed: in
             starts.append(offsets)
             n_bytes += len(text)
         row_base += batch.num_rows
-    n_docs = row_base
+    n_docs = row_base - spellable.skipped_documents
     spellable.report("prompts")
     doc_rows_arr = np.concatenate(doc_rows) if doc_rows else np.zeros(0, np.int64)
     starts_arr = np.concatenate(starts) if starts else np.zeros(0, np.int64)
@@ -121,7 +121,8 @@ def select_prompts(eval_docs_path: str | os.PathLike, spec: PromptSpec, seed: in
     if len(chosen) < spec.n_prompts:
         raise PromptError(
             f"the evaluation pool ({eval_docs_path}: {n_docs} documents, {n_bytes} bytes, "
-            f"{len(starts_arr)} sentence starts with {spec.span} bytes after them) supplies only "
+            f"{len(starts_arr)} sentence starts with {spec.span} bytes after them; "
+            f"{spellable.skipped_documents} more documents skipped for bytes in eval.unspellable_bytes) supplies only "
             f"{len(chosen)} non-overlapping prompts, but eval.n_prompts asks for {spec.n_prompts}; "
             "lower eval.n_prompts, eval.window or sampling.continuation_bytes, or raise data.eval_fraction"
         )

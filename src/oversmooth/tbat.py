@@ -133,7 +133,9 @@ class BATSolver:
         u = p / (1 - s.threshold)
         # Every q in P has q_i <= u_i: where u_i <= zero_tol, q = p itself is a witness (mass 0 to TBAT's precision)
         zero = u <= s.zero_tol
-        if self.full_rank:  # q = p is the only point: exactly the bytes with p_i = 0 are rejected, and TBAT is 0
+        # At full rank q = p is the only point, so the answer is exact: the bytes with p_i = 0, and TBAT is 0. Below
+        # it the LPs' answers hold to zero_tol, so a byte with u_i <= zero_tol counts as rejected (mass <= 1e-9).
+        if self.full_rank:
             return BATResult(p == 0, stats={"full_rank": True})
         undecided = (p <= s.threshold + 1e-12) & ~zero
         rejected = zero.copy()

@@ -454,18 +454,44 @@ def _param_groups(model: GPT, weight_decay: float) -> list[dict]:
     ]
 
 
+def _to_cpu(obj):
+    """A state dict (nested dicts, lists, tensors) with every tensor on the CPU."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
+
+
+def _cuda_rng_by_rank(runtime: Runtime) -> list[torch.Tensor]:
+    """Each process's CUDA generator state, by rank (dropout draws on every GPU); empty off CUDA. Collective under
+    DDP: every rank calls it."""
+    if runtime.device.type != "cuda":
+        return []
+    own = torch.cuda.get_rng_state(runtime.device)
+    if runtime.world_size == 1:
+        return [own]
+    states: list = [None] * runtime.world_size
+    dist.all_gather_object(states, own)
+    return states
+
+
 def _save_state(path: Path, spec, model, optimizer, data_rng, state, best_weights, runtime) -> None:
-    """Everything that evolves, to resume from (on CPU: any device can load it)."""
+    """Everything that evolves, to resume from, every tensor on the CPU (any device can load it). Every rank calls
+    it; the main rank writes."""
+    cuda_rng = _cuda_rng_by_rank(runtime)
     if not runtime.is_main:
         return
     save_torch(
         {
             "fingerprint": spec.fingerprint(),
-            "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-            "optimizer": optimizer.state_dict(),
+            "model": _to_cpu(model.state_dict()),
+            "optimizer": _to_cpu(optimizer.state_dict()),
             "data_rng": data_rng.bit_generator.state,
             "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "cuda_rng": cuda_rng,
             "state": asdict(state),
             "best_weights": best_weights,
         },
@@ -482,7 +508,9 @@ def _load_resume(out_dir, spec, model, optimizer, data_rng, runtime: Runtime):
         log.warning("%s: ignoring %s, written for other settings", spec.name, path)
         payload = None
     if payload is not None and spec.until is not None and payload["state"]["iteration"] > spec.until:
-        log.warning("%s: ignoring %s, past this segment's end %d", spec.name, path, spec.until)
+        # e.g. train.iters_per_job changed during a training: it is overwritten at this job's first evaluation
+        log.warning("%s: ignoring %s (iteration %d), past this segment's end %d", spec.name, path,
+                    payload["state"]["iteration"], spec.until)
         payload = None
     if payload is None and spec.resume_from:
         path = Path(spec.resume_from)
@@ -498,13 +526,14 @@ def _load_resume(out_dir, spec, model, optimizer, data_rng, runtime: Runtime):
 
 def _restore(payload: dict, model: GPT, optimizer, data_rng: np.random.Generator, runtime: Runtime) -> None:
     """Load a state read onto the CPU: weights and optimizer moments move to the model's device; the random
-    number generators' states stay CPU byte tensors, as torch.set_rng_state requires (CUDA's: on a CUDA job)."""
+    number generators' states stay CPU byte tensors, as torch.set_rng_state requires (on CUDA, each rank its own
+    GPU's generator)."""
     model.load_state_dict(payload["model"])
     optimizer.load_state_dict(payload["optimizer"])
     data_rng.bit_generator.state = payload["data_rng"]
     torch.set_rng_state(payload["torch_rng"].cpu())
-    if payload["cuda_rng"] and runtime.device.type == "cuda":
-        torch.cuda.set_rng_state_all([state.cpu() for state in payload["cuda_rng"]])
+    if runtime.device.type == "cuda" and len(payload["cuda_rng"]) > runtime.rank:
+        torch.cuda.set_rng_state(payload["cuda_rng"][runtime.rank].cpu(), runtime.device)
 
 
 def _write_final(out_dir: Path, spec: TrainSpec, model: GPT, state: TrainState, best_weights: dict | None) -> None:
