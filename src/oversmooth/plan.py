@@ -36,6 +36,7 @@ from oversmooth.catalog import (
     is_token_model,
     segment_ends,
     svd_source,
+    token_head_parts,
     training_settings,
 )
 from oversmooth.config import load_config
@@ -49,20 +50,23 @@ SMOLLM2_PARAMETERS, SMOLLM2_WIDTH, SMOLLM2_VOCAB = 134_515_008, 576, 49_152
 
 @dataclass(frozen=True)
 class Costs:
-    """Measured costs on one core of the project's machine (2-core x86, no GPU): docs/cluster.md says where each
-    comes from. `cpu_flops`: what a training step achieves on one core (benchmarks/train_throughput.py)."""
+    """Costs on one core of the project's machine (2-core x86, no GPU), fitted on the demo's measured job times
+    (`make demo`'s results/benchmarks; the ratios per family are in docs/cluster.md)."""
 
-    cpu_flops: float = 4.0e10
-    startup_s: float = 6.0  # Python, torch, pandas, Snakemake per job (issue 25's measurement: 4-5 CPU-s of imports)
+    cpu_flops: float = 7.0e10  # what a training step achieves on one core
+    startup_s: float = 2.0  # a job script's imports (within Snakemake's benchmark)
     marginal_s_per_position: float = 0.018  # gt-smollm2's beam search per byte position, one core
-    marginal_gpu_speedup: float = 20.0  # the same search with the LM on a GPU (batched LM calls)
-    metrics_s_per_position: float = 2.0e-4  # per decoding method, 256 bytes; scales with the vocabulary
-    tbat_s_per_position: float = 1.2e-3  # per decoding method at k = 4, byte track; grows ~ k^0.5
-    token_tbat_s_per_position: float = 0.6  # per decoding method at k = 4 over 49,152 tokens; grows ~ k
-    quality_s_per_sample: float = 1.0  # perplexity under SmolLM2, MAUVE features, word statistics
+    marginal_gpu_speedup: float = 20.0  # the same search with the LM on a GPU (batched LM calls): an assumption
+    metrics_s_per_position: float = 4.0e-5  # per decoding method at 256 bytes; x (V / 256)^0.8 for larger V
+    tbat_s_per_position: float = 1.6e-3  # per decoding method at k = 4, byte track; grows ~ k^0.5
+    token_tbat_s_per_position: float = 1.2  # per decoding method at k = 4 over 49,152 tokens; grows ~ k
+    quality_fixed_s: float = 8.0  # MAUVE's k-means and the judge's load per job
+    quality_s_per_byte: float = 3.0e-3  # per byte of sampled text: perplexity under SmolLM2, features, words
+    head_fit_flops: float = 1300.0  # per (step x batch row x vocabulary entry) of fitting a learned head
+    cpu_decode_efficiency: float = 0.3  # sampling one token at a time on a CPU core, against a training step
     per_job_s: Mapping[str, float] = field(default_factory=lambda: {
-        "prepare_corpus": 2.0e-7,  # per byte of the sources' budgets
-        "unargmaxable": 4.0, "time_metrics": 30.0, "effective_rank": 5.0, "ngram_rank": 10.0, "anisotropy": 5.0,
+        "prepare_corpus": 2.0e-8,  # per byte of the sources' budgets
+        "unargmaxable": 1.0, "time_metrics": 10.0, "effective_rank": 1.5, "ngram_rank": 1.5, "anisotropy": 1.5,
         "svd_model": 3.0, "checkpoint_model": 1.0, "select_prompts": 3.0, "token_prompts": 5.0,
         "perplexity_model": 40.0,
     })
@@ -180,7 +184,7 @@ class Planner:
         if self.gpus[kind]:
             cost.gpu_h += flops / (self.decode_flops if decode else self.gpu_flops) / 3600
         else:
-            cost.cpu_h += flops / self.costs.cpu_flops / 3600
+            cost.cpu_h += flops / (self.costs.cpu_flops * (self.costs.cpu_decode_efficiency if decode else 1)) / 3600
 
     def _marginal(self, cost: JobCost, positions: float, kind: str) -> None:
         seconds = positions * self.costs.marginal_s_per_position
@@ -249,14 +253,21 @@ class Planner:
         return self.config["tokens"]["sampling"].get("methods") or self.config["decoding"]["methods"]
 
     def _token_states(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
-        tokens = self.config["tokens"]["fit_tokens"] + self.config["eval"]["n_prompts"] * self.config["eval"]["window"]
+        """The source LM's forward pass over the fitting text (`train`) or the prompts' tokens (`eval`)."""
+        split = next(iter(wildcards.values()), "train")
+        tokens = self.config["tokens"]["fit_tokens"] if split == "train" else self._positions("tok-full")
         self._flops(cost, 2 * SMOLLM2_PARAMETERS * tokens, "inference")
         cost.disk_gb += tokens * SMOLLM2_WIDTH * 2 / 1e9
 
     def _token_head(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        """A learned head: steps x batch x vocabulary (its logits and softmax dominate, whatever k); an SVD head: an
+        SVD of the full head, seconds."""
         tokens = self.config["tokens"]
-        k = bottleneck_of(wildcards["model"])
-        self._flops(cost, 6 * k * (SMOLLM2_WIDTH + SMOLLM2_VOCAB) * tokens["fit_iters"] * tokens["fit_batch_size"], "train")
+        if token_head_parts(wildcards["model"])[0] == "svd":
+            cost.cpu_h += self.costs.per_job_s["svd_model"] / 3600
+            return
+        work = self.costs.head_fit_flops * tokens["fit_iters"] * tokens["fit_batch_size"] * SMOLLM2_VOCAB
+        self._flops(cost, work, "train")
 
     def _rank_constrained_head(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
         rank = self.config["rank"]
@@ -273,9 +284,15 @@ class Planner:
         model = wildcards["model"]
         vocab = SMOLLM2_VOCAB if is_token_model(model) else 256
         methods = len(self.config["decoding"]["methods"])
-        seconds = self._positions(model) * methods * self.costs.metrics_s_per_position * vocab / 256
+        seconds = self._positions(model) * methods * self.costs.metrics_s_per_position * (vocab / 256) ** 0.8
         cost.cpu_h += seconds / 3600
         cost.disk_gb += self._positions(model) * methods * 12 * 8 / 1e9
+
+    def _unargmaxable(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        """Byte heads: a second; a token head: ~20 s at k = 4, one LP per undecided token, growing ~ k."""
+        model = wildcards["model"]
+        seconds = 20.0 * bottleneck_of(model) / 4 if is_token_model(model) else self.costs.per_job_s["unargmaxable"]
+        cost.cpu_h += seconds / 3600
 
     def _tbat(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
         model = wildcards["model"]
@@ -288,15 +305,17 @@ class Planner:
         cost.cpu_h += seconds / 3600
 
     def _quality(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
-        model = wildcards["model"]
-        if model in ("human", "tok-human"):
-            samples = self.config["sampling"]["n_prompts"] or self.config["eval"]["n_prompts"]
-        elif is_token_model(model):
-            samples = self.config["tokens"]["sampling"]["n_prompts"] * len(self._token_methods())
+        model, sampling, tokens = wildcards["model"], self.config["sampling"], self.config["tokens"]["sampling"]
+        byte_prompts = sampling["n_prompts"] or self.config["eval"]["n_prompts"]
+        if model == "human":
+            text = byte_prompts * sampling["continuation_bytes"]
+        elif is_token_model(model):  # tok-human and the heads: about 4 bytes a token
+            methods = 1 if model == "tok-human" else len(self._token_methods())
+            text = tokens["n_prompts"] * methods * tokens["continuation_tokens"] * 4
         else:
-            samples = (self.config["sampling"]["n_prompts"] or self.config["eval"]["n_prompts"]) * len(
-                self.config["svd"]["decoding"] if model.startswith("svd-r") else self.config["decoding"]["methods"])
-        cost.cpu_h += samples * self.costs.quality_s_per_sample / 3600
+            methods = self.config["svd"]["decoding"] if model.startswith("svd-r") else self.config["decoding"]["methods"]
+            text = byte_prompts * len(methods) * sampling["continuation_bytes"]
+        cost.cpu_h += (self.costs.quality_fixed_s + text * self.costs.quality_s_per_byte) / 3600
 
     def _source_bytes(self) -> float:
         return sum(source.get("max_bytes") or 0 for source in self.config["data"]["sources"]) or 1e7
