@@ -38,7 +38,7 @@ rule train_model:
 
 # A training longer than one job (train.iters_per_job): segment jobs up to each iteration of segment_ends, each
 # handing its state on to the next (temp: deleted once the next job has it); train_model runs the last segment.
-rule train_segment:
+use rule train_model as train_segment with:
     input:
         unpack(lambda w: training_inputs(w.model, int(w.iteration))),
     output:
@@ -46,21 +46,10 @@ rule train_segment:
     wildcard_constraints:
         model=TRAINED,
         iteration=r"\d+",
-    params:
-        library=library_code("train_model"),
-        settings=lambda w: training_params(w.model),
-        out_dir=lambda w: model_path(w.model, ""),
-    threads: lambda w: training_settings(config, w.model)["train"]["threads"]
-    resources:
-        **job_resources("train"),
     log:
         log_path("train", "{model}.to-{iteration}"),
     benchmark:
         benchmark_path("train", "{model}.to-{iteration}")
-    conda:
-        "../envs/torch.yaml"
-    script:
-        "../workflow/scripts/train_model.py"
 
 
 rule evaluate_model:
