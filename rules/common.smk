@@ -53,16 +53,16 @@ def library_code(script):
 
 
 def settings_without_threads(settings):
-    """A config section without its `threads`: how many CPU threads a job gets does not change its result."""
-    return {k: v for k, v in settings.items() if k != "threads"}
+    """A config section without the keys that only shape a job (`threads`, `iters_per_job`): how many CPU threads
+    a job gets, or how many jobs a training takes, does not change its result."""
+    return {k: v for k, v in settings.items() if k not in SCHEDULING_KEYS}
 
 
 def training_params(model):
     """`params.settings` of a training job: its model and train settings, less those that decide only how it runs
     (threads, iterations per job)."""
     settings = training_settings(config, model)
-    train = {k: v for k, v in settings["train"].items() if k not in SCHEDULING_KEYS}
-    return {**settings, "train": train}
+    return {**settings, "train": settings_without_threads(settings["train"])}
 
 
 def segment_path(model, iteration):
