@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CORES ?= all
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo report test dryrun plan docs clean
+.PHONY: install demo report test dryrun plan profile docs clean
 
 install: $(STAMP)
 
@@ -34,6 +34,11 @@ dryrun: install
 CONFIG ?= config/config.yaml
 plan: install
 	$(BIN)/python -m oversmooth.plan --configfile $(CONFIG) $(PLAN_ARGS)
+
+# Where a finished run's time went: per stage, start-up, kernel share, critical path (WORKDIR: the run's folder)
+WORKDIR ?= .
+profile: install
+	$(BIN)/python -m oversmooth.runprofile --workdir $(WORKDIR)
 
 # The docs' generated blocks (config reference, rule graph) and docs/rulegraph.svg (needs Graphviz's dot).
 docs: install

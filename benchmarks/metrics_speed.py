@@ -15,7 +15,7 @@ import argparse
 import numpy as np
 import torch
 
-from oversmooth.logits import iter_aligned_logits
+from oversmooth.logit_tables import iter_aligned_logits
 from oversmooth.timing import per_position, seconds, time_vectorised, vectorised
 
 

@@ -11,11 +11,11 @@ import argparse
 import torch
 
 from oversmooth.bytelm import GPTByteLM
+from oversmooth.checkpoints import load_model
 from oversmooth.decoding import Decoding
 from oversmooth.model import GPT, GPTConfig
 from oversmooth.sampling import GPTStepper, generate, generate_uncached, uniforms_for
 from oversmooth.timing import seconds
-from oversmooth.train import load_model
 
 
 def main() -> None:

@@ -20,8 +20,9 @@ import time
 
 import numpy as np
 
+from oversmooth.logit_tables import sampled_logit_rows
 from oversmooth.reference import bat_reject_set
-from oversmooth.tbat import BATSolver, TBATSettings, sampled_logit_rows
+from oversmooth.tbat import BATSolver, TBATSettings
 
 
 def random_outputs(k: int, n: int, seed: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
@@ -33,7 +34,7 @@ def random_outputs(k: int, n: int, seed: int, scale: float) -> tuple[np.ndarray,
 
 
 def real_outputs(checkpoint: str, logits: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    from oversmooth.train import load_model
+    from oversmooth.checkpoints import load_model
 
     W = load_model(checkpoint).output_matrix().detach().double().numpy()
     p = np.exp(sampled_logit_rows(logits, n, seed).logprobs.astype(np.float64))

@@ -28,7 +28,7 @@ from oversmooth.catalog import (
 from oversmooth.cluster import SCHEDULING_KEYS
 from oversmooth.cluster import job_resources as cluster_job_resources
 from oversmooth.data import reads_the_hub, source_files
-from oversmooth.provenance import library_digest
+from oversmooth.provenance import library_params
 from oversmooth.metrics_report import e_table_names, tbat_table_names
 from oversmooth.quality_report import QUALITY_TABLES, SAMPLE_TABLES, SAMPLE_TITLES, nearest_models
 
@@ -47,9 +47,10 @@ REPORT_RANK = "Rank and expressivity (ch. 7; app. H; Godey et al. 2024)"
 
 
 def library_code(script):
-    """`params.library` of a rule: a digest of the library code its script workflow/scripts/<script>.py runs,
-    so that editing that code in src/oversmooth/ reruns the rule (comments and docstrings do not count)."""
-    return library_digest(ROOT / "workflow" / "scripts" / f"{script}.py")
+    """The params that tie a rule to the library code its script workflow/scripts/<script>.py runs, one per
+    module (`code_<module>`), so that editing that code in src/oversmooth/ reruns the rule and the rerun's reason
+    names the module (comments and docstrings do not count). Use as `**library_code("<script>")`."""
+    return library_params(ROOT / "workflow" / "scripts" / f"{script}.py")
 
 
 def settings_without_threads(settings):

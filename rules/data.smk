@@ -11,7 +11,7 @@ rule prepare_corpus:
         documents=data_path("documents.parquet"),
         manifest=data_path("manifest.json"),
     params:
-        library=library_code("prepare_corpus"),
+        **library_code("prepare_corpus"),
         sources=config["data"]["sources"],
         seed=config["seed"],
         val_fraction=config["data"]["val_fraction"],
@@ -39,7 +39,7 @@ rule select_prompts:
     output:
         prompts=data_path("prompts.parquet"),
     params:
-        library=library_code("select_prompts"),
+        **library_code("select_prompts"),
         seed=config["seed"],
         n_prompts=config["eval"]["n_prompts"],
         window=config["eval"]["window"],

@@ -9,7 +9,7 @@ rule extract_logits:
         logits=logits_path("{model}"),
         hidden=logits_path("{model}", "hidden"),
     params:
-        library=library_code("extract_logits"),
+        **library_code("extract_logits"),
         settings=config["logits"],
         seed=config["seed"],
         ground_truth=lambda w: loaded_ground_truth(w.model),
@@ -37,7 +37,7 @@ rule token_states:
     wildcard_constraints:
         split="train|eval",
     params:
-        library=library_code("token_states"),
+        **library_code("token_states"),
         settings=token_states_settings,
     threads: config["resources"]["inference_threads"]
     resources:

@@ -12,7 +12,7 @@ rule oversmoothing_metrics:
         model=rf"{BOTTLENECKED}|mos-\d+|svd-r\d+|{TOKEN_HEAD}",
         gt=rf"gt-[A-Za-z0-9_.]+|{TOKEN_REFERENCE}",
     params:
-        library=library_code("oversmoothing_metrics"),
+        **library_code("oversmoothing_metrics"),
         metrics=config["metrics"],
         chunk=lambda w: config["tokens"]["metrics_batch_size"] if is_token_model(w.model) else None,
         decoding=lambda w: decoding_for(w.model),

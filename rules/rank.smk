@@ -11,7 +11,7 @@ rule svd_model:
     wildcard_constraints:
         rank=r"\d+",
     params:
-        library=library_code("svd_model"),
+        **library_code("svd_model"),
         source=svd_source(config),
         rank=lambda w: int(w.rank),
     resources:
@@ -33,7 +33,7 @@ rule effective_rank:
     wildcard_constraints:
         model=rf"{BOTTLENECK_RUN}|gt-[A-Za-z0-9_.]+",
     params:
-        library=library_code("effective_rank"),
+        **library_code("effective_rank"),
         rank={k: config["rank"][k] for k in ("positions", "threshold")},
     resources:
         **job_resources("cpu"),
@@ -53,7 +53,7 @@ rule ngram_rank:
     output:
         reported(table_path("table_godey_ngram_rank"), "table_godey_ngram_rank", REPORT_RANK),
     params:
-        library=library_code("ngram_rank"),
+        **library_code("ngram_rank"),
         rank={k: config["rank"][k] for k in ("ngram_n", "ngram_contexts", "ngram_alpha", "threshold", "energy_shares")},
     resources:
         **job_resources("cpu"),
@@ -76,7 +76,7 @@ rule anisotropy:
     wildcard_constraints:
         model=rf"{BOTTLENECK_RUN}|mos-\d+|gt-[A-Za-z0-9_.]+",
     params:
-        library=library_code("anisotropy"),
+        **library_code("anisotropy"),
         positions=config["rank"]["positions"],
         seed=config["seed"],
     resources:
@@ -98,7 +98,7 @@ rule rank_constrained_head:
         table=reported(table_path("table_godey_rank_constrained"), "table_godey_rank_constrained", REPORT_RANK),
         **figure_outputs("figure_godey_rank_loss", REPORT_RANK),
     params:
-        library=library_code("rank_constrained_head"),
+        **library_code("rank_constrained_head"),
         ranks=config["svd"]["ranks"],
         scratch=scratch_ranks(),
         head={k: config["rank"][k] for k in ("head_iters", "head_batch_size", "head_learning_rate", "head_eval_windows")},

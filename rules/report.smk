@@ -29,7 +29,7 @@ rule table_3_1:
     output:
         reported(table_path("table_3_1"), "table_3_1", REPORT_MODELS),
     params:
-        library=library_code("table_3_1"),
+        **library_code("table_3_1"),
         ground_truths=ground_truth_models(config),
     log:
         log_path("report", "table_3_1"),
@@ -48,7 +48,7 @@ rule training_figure:
     wildcard_constraints:
         figure="figure_3_1|figure_godey_singular_entropy",
     params:
-        library=library_code("training_figure"),
+        **library_code("training_figure"),
         models=trained_models(config),
     log:
         log_path("report", "{figure}"),
@@ -66,7 +66,7 @@ rule metrics_table:
     wildcard_constraints:
         table="|".join(metrics_tables()),
     params:
-        library=library_code("metrics_table"),
+        **library_code("metrics_table"),
         pairs=lambda w: metric_pairs(metrics_table_models(w)),
         models=metrics_table_models,
         tbat_models=lambda w: tbat_models(w.table),
@@ -92,7 +92,7 @@ rule position_figure:
     wildcard_constraints:
         figure="figure_4_1|figure_7_1",
     params:
-        library=library_code("position_figure"),
+        **library_code("position_figure"),
         models=position_figure_models,
         ground_truths=ground_truth_models(config),
         figures={k: config["figures"][k] for k in ("prompt", "position", "top_bytes")},
@@ -111,7 +111,7 @@ rule figure_4_2:
     output:
         **figure_outputs("figure_4_2", REPORT_OVERSMOOTHING),
     params:
-        library=library_code("figure_4_2"),
+        **library_code("figure_4_2"),
         models=extreme_bottlenecks(config),
         ground_truths=ground_truth_models(config),
     log:
@@ -128,7 +128,7 @@ rule figure_4_3:
     output:
         **figure_outputs("figure_4_3", REPORT_OVERSMOOTHING),
     params:
-        library=library_code("figure_4_3"),
+        **library_code("figure_4_3"),
         models=all_models(config),
     log:
         log_path("report", "figure_4_3"),
@@ -144,7 +144,7 @@ rule figure_token_heads:
     output:
         **figure_outputs("figure_token_heads", REPORT_RANK),
     params:
-        library=library_code("figure_token_heads"),
+        **library_code("figure_token_heads"),
         pairs=metric_pairs(token_head_models(config)),
         models=token_head_models(config),
     log:
@@ -162,7 +162,7 @@ rule figure_token_quality:
     output:
         **figure_outputs("figure_token_quality", REPORT_QUALITY),
     params:
-        library=library_code("figure_token_quality"),
+        **library_code("figure_token_quality"),
     log:
         log_path("report", "figure_token_quality"),
     conda:
@@ -179,7 +179,7 @@ rule table_b:
     wildcard_constraints:
         unargmaxable_table="|".join(unargmaxable_tables()),
     params:
-        library=library_code("table_b"),
+        **library_code("table_b"),
     log:
         log_path("report", "{unargmaxable_table}"),
     conda:
@@ -194,7 +194,7 @@ rule table_i_1:
     output:
         reported(table_path("table_i_1"), "table_i_1", REPORT_EXACT),
     params:
-        library=library_code("table_i_1"),
+        **library_code("table_i_1"),
         models=main_bottleneck_models(config),
     log:
         log_path("report", "table_i_1"),
@@ -212,7 +212,7 @@ rule quality_table:
     wildcard_constraints:
         quality_table="|".join(quality_tables()),
     params:
-        library=library_code("quality_table"),
+        **library_code("quality_table"),
         models=quality_table_models,
         methods=lambda w: quality_tables()[w.quality_table],
     log:
@@ -232,7 +232,7 @@ rule sample_table:
     wildcard_constraints:
         sample_table="|".join(sample_tables()),
     params:
-        library=library_code("sample_table"),
+        **library_code("sample_table"),
         shown=sample_table_shown,
         methods=lambda w: sample_tables()[w.sample_table],
         title=lambda w: sample_table_title(w.sample_table),
@@ -253,7 +253,7 @@ rule figure_5_1:
     output:
         **figure_outputs("figure_5_1", REPORT_QUALITY),
     params:
-        library=library_code("figure_5_1"),
+        **library_code("figure_5_1"),
         models=sampled_models(config),
         n_prompts=config["sampling"]["n_prompts"],
     log:
@@ -270,7 +270,7 @@ rule table_7_3:
     output:
         reported(table_path("table_7_3"), "table_7_3", REPORT_RANK),
     params:
-        library=library_code("table_7_3"),
+        **library_code("table_7_3"),
         models=linear_head_models(config),
     log:
         log_path("report", "table_7_3"),
@@ -287,7 +287,7 @@ rule table_godey_anisotropy:
         table=reported(table_path("table_godey_anisotropy"), "table_godey_anisotropy", REPORT_RANK),
         **figure_outputs("figure_godey_anisotropy", REPORT_RANK),
     params:
-        library=library_code("table_godey_anisotropy"),
+        **library_code("table_godey_anisotropy"),
         models=trained_models(config),
     log:
         log_path("report", "table_godey_anisotropy"),
@@ -304,7 +304,7 @@ rule loss_matched:
         table=reported(table_path("table_loss_matched"), "table_loss_matched", REPORT_OVERSMOOTHING),
         **figure_outputs("figure_loss_matched", REPORT_OVERSMOOTHING),
     params:
-        library=library_code("loss_matched"),
+        **library_code("loss_matched"),
         models=main_bottleneck_models(config),
         points=training_points_models(),
         pairs=metric_pairs(training_points_models()),

@@ -10,7 +10,7 @@ rule token_prompts:
     output:
         token_prompts_path(),
     params:
-        library=library_code("token_prompts"),
+        **library_code("token_prompts"),
         sampling={k: v for k, v in config["tokens"]["sampling"].items() if k not in ("methods", "batch_size")},
         source=config["tokens"]["source"],
         seed=config["seed"],
@@ -32,7 +32,7 @@ rule sample:
     output:
         samples_path("{model}"),
     params:
-        library=library_code("sample"),
+        **library_code("sample"),
         sampling=lambda w: sampling_settings(w.model),
         decoding=lambda w: sampling_decoding_for(w.model),
         seed=config["seed"],
@@ -54,7 +54,7 @@ rule perplexity_model:
     output:
         perplexity_model_path(),
     params:
-        library=library_code("perplexity_model"),
+        **library_code("perplexity_model"),
     resources:
         **job_resources("cpu"),
     log:
@@ -74,7 +74,7 @@ rule quality:
     wildcard_constraints:
         model=rf"{BOTTLENECK_RUN}|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+|human|{TOKEN_HEAD}|{TOKEN_REFERENCE}|{TOKEN_HUMAN}",
     params:
-        library=library_code("quality"),
+        **library_code("quality"),
         quality=config["quality"],
         n_prompts=lambda w: None if is_token_model(w.model) else config["sampling"]["n_prompts"],
         bootstrap={k: config["metrics"][k] for k in ("bootstrap", "confidence")},

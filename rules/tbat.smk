@@ -11,7 +11,7 @@ rule tbat:
     wildcard_constraints:
         model=rf"{BOTTLENECKED}|{TOKEN_HEAD}",
     params:
-        library=library_code("tbat"),
+        **library_code("tbat"),
         tbat=tbat_settings,
         decoding=config["decoding"],
         bootstrap={k: config["metrics"][k] for k in ("bootstrap", "confidence")},
@@ -38,7 +38,7 @@ rule unargmaxable:
     wildcard_constraints:
         model=rf"{BOTTLENECK_RUN}|{TOKEN_HEAD}",
     params:
-        library=library_code("unargmaxable"),
+        **library_code("unargmaxable"),
         settings=config["unargmaxable"],
         seed=config["seed"],
     resources:
@@ -63,7 +63,7 @@ rule time_metrics:
     wildcard_constraints:
         model=BOTTLENECK_RUN,
     params:
-        library=library_code("time_metrics"),
+        **library_code("time_metrics"),
         timing=config["timing"],
         tau=config["metrics"]["tau"],
         tbat={k: v for k, v in config["tbat"].items() if k not in ("positions", "threads")},

@@ -20,7 +20,7 @@ rule train_model:
     wildcard_constraints:
         model=TRAINED,
     params:
-        library=library_code("train_model"),
+        **library_code("train_model"),
         settings=lambda w: training_params(w.model),
         out_dir=lambda w: model_path(w.model, ""),
     threads: lambda w: training_settings(config, w.model)["train"]["threads"]
@@ -58,7 +58,7 @@ rule evaluate_model:
     output:
         eval_path("{model}"),
     params:
-        library=library_code("evaluate_model"),
+        **library_code("evaluate_model"),
         evaluation=config["evaluation"],
         unspellable_bytes=config["eval"]["unspellable_bytes"],
         ground_truth=lambda w: loaded_ground_truth(w.model),
@@ -85,7 +85,7 @@ rule checkpoint_model:
         model=BOTTLENECK_RUN,
         iteration=r"\d+",
     params:
-        library=library_code("checkpoint_model"),
+        **library_code("checkpoint_model"),
     resources:
         **job_resources("cpu"),
     log:
@@ -104,7 +104,7 @@ rule token_head:
     wildcard_constraints:
         model=TOKEN_HEAD,
     params:
-        library=library_code("token_head"),
+        **library_code("token_head"),
         settings=token_head_settings,
     threads: config["train"]["threads"]
     resources:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from oversmooth.checkpoints import save_torch
 from oversmooth.headfit import HeadFitSettings, LowRankHead, rank_loss_table
 from oversmooth.model import GPT, GPTConfig
-from oversmooth.train import save_torch
 
 
 def save(path, bottleneck, seed):

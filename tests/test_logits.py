@@ -7,16 +7,8 @@ import torch
 from conftest import prompts_table
 
 from oversmooth.bytelm import GPTByteLM, load_hf_byte_lm
-from oversmooth.logits import (
-    LOGITS_SCHEMA,
-    ROW_GROUP_ROWS,
-    LogitsError,
-    extract_logits,
-    hidden_subset,
-    iter_aligned_logits,
-    iter_logits,
-    plan_passes,
-)
+from oversmooth.logit_tables import LOGITS_SCHEMA, ROW_GROUP_ROWS, LogitsError, iter_aligned_logits, iter_logits
+from oversmooth.logits import extract_logits, hidden_subset, plan_passes
 from oversmooth.model import GPT, GPTConfig
 
 

@@ -137,7 +137,7 @@ def test_kl_eps_is_the_kl_to_the_uniform_mixture_and_finite_after_greedy():
 
 
 def test_docs_document_the_parquet_schemas(repo):
-    from oversmooth.logits import LOGITS_SCHEMA, hidden_schema
+    from oversmooth.logit_tables import LOGITS_SCHEMA, hidden_schema
     from oversmooth.metrics import POSITION_SCHEMA
 
     readme = (repo / "docs" / "stages.md").read_text()

@@ -1,6 +1,14 @@
-"""The library digest of a rule: which modules its script runs, and what counts as a change of their code."""
+"""The library params of a rule: which modules its script runs, and what counts as a change of their code."""
 
-from oversmooth.provenance import code_fingerprint, imported_modules, library_digest, module_closure
+from pathlib import Path
+
+import pytest
+
+from oversmooth.provenance import code_fingerprint, imported_modules, library_params, module_closure
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
+FIGURE_SCRIPTS = {"figure_4_2", "figure_4_3", "figure_5_1", "figure_token_heads", "figure_token_quality",
+                  "position_figure", "training_figure"}
 
 MODULE = '''"""A module."""
 
@@ -39,8 +47,47 @@ def test_the_closure_follows_imports_through_the_library(repo):
     assert module_closure("import numpy\n") == []
 
 
-def test_scripts_that_run_different_code_have_different_digests(repo):
-    scripts = repo / "workflow" / "scripts"
-    digests = {name: library_digest(scripts / f"{name}.py") for name in ("train_model", "tbat", "quality")}
-    assert len(set(digests.values())) == 3 and all(len(d) == 16 for d in digests.values())
-    assert library_digest(scripts / "tbat.py") == digests["tbat"]
+def test_each_module_is_its_own_param_named_in_its_value(repo):
+    params = library_params(SCRIPTS / "tbat.py")
+    assert params["code_tbat"].startswith("oversmooth.tbat ") and params["code_oversmooth"].startswith("oversmooth ")
+    assert set(params) == {f"code_{m.rpartition('.')[2]}" for m in module_closure((SCRIPTS / "tbat.py").read_text())}
+    # a module shared by two scripts has the same value in both: only the modules that changed differ
+    assert library_params(SCRIPTS / "quality.py")["code_io"] == params["code_io"]
+    values = [v for s in ("train_model", "tbat", "quality") for v in library_params(SCRIPTS / f"{s}.py").values()]
+    assert all(len(v.split()[1]) == 12 for v in values)
+
+
+def closure(script: str) -> set[str]:
+    return {m.removeprefix("oversmooth.") for m in module_closure((SCRIPTS / f"{script}.py").read_text())}
+
+
+def scripts_running(module: str) -> set[str]:
+    return {path.stem for path in SCRIPTS.glob("*.py") if module in closure(path.stem)}
+
+
+def test_plotting_code_is_run_by_figure_scripts_only():
+    assert scripts_running("figures") == FIGURE_SCRIPTS
+
+
+@pytest.mark.parametrize("module, scripts", [
+    # the solver: TBAT, and Table I.1's timings of it
+    ("tbat", {"tbat", "time_metrics", "table_i_1"}),
+    # the metrics' tables: the tables and the figures drawn from them (the quality tables share its byte
+    # frequencies), no metrics, TBAT or quality job
+    ("metrics_report", {"metrics_table", "loss_matched", "quality_table", "sample_table"} | FIGURE_SCRIPTS),
+    ("quality_report", {"quality_table", "sample_table", "figure_5_1"}),
+    ("report", {"table_3_1"}),
+])
+def test_analysis_code_is_run_by_the_scripts_that_use_it_only(module, scripts):
+    assert scripts_running(module) == scripts
+
+
+def test_analysis_jobs_do_not_run_plotting_training_or_corpus_code():
+    for script in ("oversmoothing_metrics", "tbat", "quality", "metrics_table", "time_metrics", "quality_table"):
+        assert not closure(script) & {"report", "figures", "train", "data", "sampling", "evaluate"}, script
+    # the byte track's tables, quality and timings load no model of the token track or the corpus
+    for script in ("time_metrics", "metrics_table", "quality", "quality_table", "table_i_1"):
+        assert not closure(script) & {"plotting", "bytelm", "tokenmarginal", "logits", "headfit", "tokenheads"}, script
+    # the token track's heads on a frozen pretrained LM do not depend on this pipeline's training code
+    assert not closure("token_head") & {"train", "data", "cluster"}
+

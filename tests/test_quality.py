@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from oversmooth.causallm import load_causal_lm
+from oversmooth.figures import figure_token_quality
 from oversmooth.quality import (
     at_floor,
     average_word_length,
@@ -23,7 +24,7 @@ from oversmooth.quality import (
     valid_word_ratio,
     words,
 )
-from oversmooth.quality_report import figure_token_quality, nearest_models, quality_table, samples_markdown
+from oversmooth.quality_report import nearest_models, quality_table, samples_markdown
 
 
 def test_words_strip_punctuation_digits_and_case():

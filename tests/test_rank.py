@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from oversmooth.checkpoints import load_model, save_torch
 from oversmooth.config import ConfigError, load_config
-from oversmooth.logits import hidden_schema
+from oversmooth.logit_tables import hidden_schema
 from oversmooth.model import GPT, GPTConfig
 from oversmooth.rank import rank_table, representations, svd_checkpoint, truncated_head
 from oversmooth.spectra import (
@@ -21,7 +22,6 @@ from oversmooth.spectra import (
     singular_values,
     threshold_rank,
 )
-from oversmooth.train import load_model, save_torch
 
 
 def saved_model(path, bottleneck=32, n_embd=48, seed=0):

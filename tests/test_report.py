@@ -1,6 +1,8 @@
 import pandas as pd
 
-from oversmooth.report import figure_3_1, save_figure, table_3_1
+from oversmooth.figures import figure_3_1
+from oversmooth.plotting import save_figure
+from oversmooth.report import table_3_1
 
 
 def test_table_3_1_warns_when_a_ground_truth_is_not_best():

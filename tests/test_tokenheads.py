@@ -11,9 +11,9 @@ from oversmooth.causallm import load_causal_lm
 from oversmooth.decoding import Decoding
 from oversmooth.headfit import HeadTraining
 from oversmooth.io import read_parquet
+from oversmooth.logit_tables import sample_positions
 from oversmooth.metrics import oversmoothing, write_position_metrics
 from oversmooth.sampling import TokenHeadStepper, UncachedStepper, generate, uniforms_for
-from oversmooth.tbat import sample_positions
 from oversmooth.tokenheads import (
     TokenTrackError,
     build_head,

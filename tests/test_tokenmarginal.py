@@ -185,7 +185,8 @@ def test_logit_extraction_writes_the_marginal_distributions_and_hidden_states(ti
     from conftest import prompts_table
 
     from oversmooth.io import read_parquet
-    from oversmooth.logits import LOGITS_SCHEMA, extract_logits, list_to_numpy
+    from oversmooth.logit_tables import LOGITS_SCHEMA, list_to_numpy
+    from oversmooth.logits import extract_logits
 
     lm = load_token_byte_lm("gt-tiny", tiny_token_lm, EXACT)
     prompts = prompts_table(3, context_len=12, window_len=6, seed=1)

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from oversmooth.catalog import segment_ends
+from oversmooth.checkpoints import load_model
 from oversmooth.logs import log_to_file
 from oversmooth.model import GPT
 from oversmooth.spectra import singular_entropy_gap, singular_values
@@ -26,7 +27,6 @@ from oversmooth.train import (
     export_checkpoint,
     kept_weights_path,
     learning_rate,
-    load_model,
     make_optimizer,
     resume_path,
     torchrun_command,
@@ -353,7 +353,7 @@ def _one_step(model, x, y, runtime, compiled=False):
 
 
 def _step_inputs(shards):
-    from oversmooth.train import sample_windows
+    from oversmooth.model import sample_windows
     data = np.fromfile(shards / "train.bin", dtype=np.uint8)
     return sample_windows(data, np.random.default_rng(0), TRAIN["batch_size"] * TRAIN["grad_accum"], MODEL["block_size"])
 

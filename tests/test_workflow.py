@@ -134,7 +134,7 @@ def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path, repo, overri
 
 @pytest.mark.workflow
 def test_smoke_run_writes_logits_metrics_tables_and_figures(smoke_run):
-    from oversmooth.logits import LOGITS_SCHEMA
+    from oversmooth.logit_tables import LOGITS_SCHEMA
     from oversmooth.metrics import POSITION_SCHEMA
 
     _, workdir, _ = smoke_run
@@ -205,26 +205,51 @@ def test_splitting_a_training_into_jobs_plans_its_segments_and_changes_no_settin
     assert segments == ["model=bn-4, iteration=14", "model=bn-4, iteration=7"]
 
 
-@pytest.mark.workflow
-def test_editing_library_code_reruns_the_rules_that_run_it(smoke_run, tmp_path):
-    """A copy of the repository whose `src/` comes first on PYTHONPATH, on the finished smoke run's folder."""
-    _, workdir, _ = smoke_run
+def repository_copy(tmp_path):
+    """A copy of the repository, and the environment whose PYTHONPATH puts its `src/` first."""
     copy = tmp_path / "repo"
     shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "__pycache__"))
-    env = {**os.environ, "PYTHONPATH": str(copy / "src")}
+    return copy, {**os.environ, "PYTHONPATH": str(copy / "src")}
+
+
+FIGURE_RULES = {"figure_4_2", "figure_4_3", "figure_5_1", "figure_token_heads", "figure_token_quality",
+                "position_figure", "training_figure"}
+
+
+@pytest.mark.workflow
+def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
+    _, workdir, _ = smoke_run
+    copy, env = repository_copy(tmp_path)
     module = copy / "src" / "oversmooth" / "quality.py"
     source = module.read_text()
     module.write_text(source.replace('"""Sample quality', '"""Sample quality, reworded', 1) + "\n# a new comment\n")
     unchanged = snakemake(workdir, "-n", "all", repo=copy, env=env)
     assert "Nothing to be done" in unchanged.stdout + unchanged.stderr  # the same code, the same scripts
-    module.write_text(source.replace("def words(", "UNUSED_CONSTANT = 1\n\n\ndef words(", 1))
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("module, before, planned", [
+    # the scripts that run oversmooth.quality, and what reads their outputs; no training, logits, metrics or TBAT,
+    # and not the SmolLM2 conversion (oversmooth.causallm)
+    ("quality", "def words(", {"quality", "quality_table", "figure_5_1", "sample_table", "figure_token_quality"}),
+    # plotting code: the figures and nothing else
+    ("figures", "def figure_4_2(", FIGURE_RULES),
+    # the TBAT solver: TBAT, Table I.1's timings of it, and the tables that show TBAT (4.1, E.7, E.8, the
+    # loss-matched table); no metrics, quality or model
+    ("tbat", "class BATSolver", {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched"}),
+])
+def test_editing_library_code_reruns_the_rules_that_run_it_naming_the_module(smoke_run, tmp_path, module, before,
+                                                                              planned):
+    _, workdir, _ = smoke_run
+    copy, env = repository_copy(tmp_path)
+    path = copy / "src" / "oversmooth" / f"{module}.py"
+    path.write_text(path.read_text().replace(before, f"UNUSED_CONSTANT = 1\n\n\n{before}", 1))
     changed = snakemake(workdir, "-n", "all", repo=copy, env=env)
-    # the scripts that import oversmooth.quality (quality, figure_5_1, sample_table, figure_token_quality), and what
-    # reads their outputs;
-    # no training, logits, metrics or TBAT, and not the SmolLM2 conversion (oversmooth.causallm)
-    assert planned_rules(changed.stdout + changed.stderr) == {
-        "quality", "quality_table", "figure_5_1", "sample_table", "figure_token_quality", "all",
-    }
+    output = changed.stdout + changed.stderr
+    assert planned_rules(output) == planned | {"all"}
+    # the reason names the edited module, before and now (one param per module)
+    reasons = [line for line in output.splitlines() if "Params have changed" in line]
+    assert reasons and all(f"oversmooth.{module} " in line for line in reasons), reasons[:3]
 
 
 @pytest.mark.workflow
@@ -241,7 +266,7 @@ def test_every_scripted_rule_carries_the_digest_of_its_own_script():
         for block in re.split(r"(?m)^(?=rule \w+:)", smk.read_text())[1:]:
             script = re.search(r'script:\n\s+"\.\./workflow/scripts/(\w+)\.py"', block)
             assert script, f"{smk.name}: {block.splitlines()[0]} has no script"
-            assert f'library=library_code("{script.group(1)}")' in block, f"{smk.name}: {block.splitlines()[0]}"
+            assert f'**library_code("{script.group(1)}")' in block, f"{smk.name}: {block.splitlines()[0]}"
 
 
 @pytest.mark.workflow
@@ -257,9 +282,10 @@ def test_one_table_from_a_clean_state_builds_only_what_it_needs(repo, tmp_path):
 def test_tbat_of_a_trained_model_equals_the_definition_at_real_positions(smoke_run):
     import pyarrow.parquet as pq
 
+    from oversmooth.checkpoints import load_model
+    from oversmooth.logit_tables import read_sampled_rows
     from oversmooth.reference import bat_reject_set
-    from oversmooth.tbat import BATSolver, read_sampled_rows
-    from oversmooth.train import load_model
+    from oversmooth.tbat import BATSolver
 
     _, workdir, _ = smoke_run
     results = workdir / "results"
@@ -439,7 +465,7 @@ def test_jobs_ask_the_scheduler_for_what_config_resources_say(smoke_run, tmp_pat
 
 @pytest.mark.workflow
 def test_the_mos_member_is_trained_measured_and_sampled_like_the_family(smoke_run):
-    from oversmooth.train import load_model
+    from oversmooth.checkpoints import load_model
 
     _, workdir, _ = smoke_run
     results = workdir / "results"

@@ -16,7 +16,7 @@ import pandas as pd
 
 from oversmooth.catalog import bottleneck_of, checkpoint_parts
 from oversmooth.metrics import METRIC_LABELS
-from oversmooth.report import plt, sns
+from oversmooth.plotting import plt, sns
 
 TRAJECTORY_METRICS = ("tto", "nsmd")
 TBAT = "tbat"

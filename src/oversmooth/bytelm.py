@@ -8,7 +8,7 @@ contiguous slice starting at `byte_offset`, a BOS token prepended to every input
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -16,7 +16,6 @@ import torch
 import torch.nn.functional as F
 
 from oversmooth.model import GPT, VOCAB_SIZE
-from oversmooth.train import load_model
 
 
 class ByteLMOutput(NamedTuple):
@@ -119,26 +118,6 @@ def load_hf_byte_lm(
         )
     limit = block_size or getattr(model.config, "max_position_embeddings", None) or 1024
     return HFByteLM(name, model.to(device).eval(), byte_offset, bos_id, int(limit) - (bos_id is not None))
-
-
-def load_byte_lm(
-    name: str, *, checkpoint: str | os.PathLike | None = None, ground_truth: Mapping | None = None, device: str | torch.device = "cpu"
-) -> ByteLM:
-    """A model of the pipeline: one trained here (its checkpoint), or a loaded ground truth (its config entry: `hf`,
-    a byte-level model, or `token`, a token-level one marginalised to bytes)."""
-    if ground_truth is not None and ground_truth.get("kind") == "token":
-        from oversmooth.tokenmarginal import MarginalSettings, load_token_byte_lm
-
-        fields = ("beam", "prune_ratio", "context_backoff_tokens", "batch_size")
-        settings = MarginalSettings(**{k: ground_truth[k] for k in fields if k in ground_truth})
-        dtype = ground_truth.get("dtype", "float32")
-        return load_token_byte_lm(name, ground_truth["path"], settings, dtype=dtype, device=device)
-    if ground_truth is not None:
-        options = {k: ground_truth[k] for k in ("byte_offset", "bos_id", "dtype", "trust_remote_code") if k in ground_truth}
-        return load_hf_byte_lm(name, ground_truth["path"], device=device, **options)
-    if checkpoint is None:
-        raise ValueError(f"model {name!r}: give a checkpoint or a loaded ground truth's config entry")
-    return GPTByteLM(name, load_model(checkpoint, device))
 
 
 def inference_device() -> torch.device:

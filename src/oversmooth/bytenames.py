@@ -4,6 +4,8 @@ wrote 8A, which makes byte 0xFF read like the control byte FF)."""
 
 from __future__ import annotations
 
+VOCAB_SIZE = 256  # a byte-level model's outputs: every byte
+
 CONTROL_NAMES = (
     "NUL", "SOH", "STX", "ETX", "EOT", "ENQ", "ACK", "BEL", "BS", "HT", "LF", "VT", "FF", "CR", "SO", "SI",
     "DLE", "DC1", "DC2", "DC3", "DC4", "NAK", "SYN", "ETB", "CAN", "EM", "SUB", "ESC", "FS", "GS", "RS", "US",

@@ -7,8 +7,7 @@ token track's rank-k heads `tok-<kind>-r<k>` on a frozen pretrained LM, measured
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-from oversmooth.config import deep_update
+from typing import Any
 
 
 def bottleneck_name(k: int) -> str:
@@ -226,3 +225,22 @@ def training_settings(config: Mapping, name: str) -> dict:
         settings["model"]["bottleneck"] = None
     deep_update(settings, config["model_overrides"].get(name, {}))
     return deep_update(settings, config["model_overrides"].get(run, {})) if run != name else settings
+
+
+def plain_copy(value: Any) -> Any:
+    """Deep copy of plain YAML data, so defaults are never shared between configs."""
+    if isinstance(value, dict):
+        return {k: plain_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain_copy(v) for v in value]
+    return value
+
+
+def deep_update(base: dict, override: Mapping) -> dict:
+    """Recursively merge `override` into `base` (dicts merge, everything else replaces)."""
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            deep_update(base[key], value)
+        else:
+            base[key] = plain_copy(value)
+    return base

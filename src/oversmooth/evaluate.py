@@ -11,8 +11,8 @@ import torch
 from oversmooth.bytelm import ByteLM
 from oversmooth.io import ParquetInput
 from oversmooth.logs import get_logger
+from oversmooth.model import sample_windows
 from oversmooth.prompts import SpellableText
-from oversmooth.train import sample_windows
 
 log = get_logger("evaluate")
 

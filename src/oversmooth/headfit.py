@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 
 from oversmooth.bytelm import inference_device
-from oversmooth.model import GPT
+from oversmooth.checkpoints import load_model
+from oversmooth.model import GPT, sample_windows
 from oversmooth.rank import truncated_head
-from oversmooth.train import load_model, sample_windows
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def rank_loss_table(source: str | os.PathLike, train: np.ndarray, val: np.ndarra
 
 def rank_loss_figure(table):
     """Validation loss against rank: learned head on the frozen model, SVD-imposed, trained from scratch."""
-    from oversmooth.report import plt
+    from oversmooth.plotting import plt
 
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for column, label in (("learned_head_loss", "learned rank-r head, frozen body"),

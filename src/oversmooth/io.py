@@ -9,10 +9,13 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @contextlib.contextmanager
@@ -114,3 +117,9 @@ class ParquetInput(pq.ParquetFile):
     def iter_batches(self, *args: Any, **kwargs: Any) -> Iterator[pa.RecordBatch]:
         with naming_parquet_errors(self.path):
             yield from super().iter_batches(*args, **kwargs)
+
+
+def write_csv(frame: pd.DataFrame, path: str | os.PathLike) -> None:
+    """A table as CSV (floats to 6 significant digits), atomically."""
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False, float_format="%.6g")

@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 LOGGER_NAME = "oversmooth"
@@ -46,6 +47,22 @@ def _raise_stopped(signum: int, frame) -> None:
     raise JobStopped(signum)
 
 
+def process_age() -> float | None:
+    """Seconds since this process started (Linux's /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as up:
+            fields, uptime = stat.read().rsplit(")", 1)[1].split(), float(up.read().split()[0])  # after the name
+        return uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime, in clock ticks
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """(user, system) CPU seconds of this process and its finished children so far."""
+    t = os.times()
+    return t.user + t.children_user, t.system + t.children_system
+
+
 @contextlib.contextmanager
 def log_to_file(path: str | os.PathLike | None) -> Iterator[logging.Logger]:
     """Send the package's log records and Python warnings to `path` (appended) and stderr for the block.
@@ -71,6 +88,9 @@ def log_to_file(path: str | os.PathLike | None) -> Iterator[logging.Logger]:
     in_main = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, _raise_stopped) for sig in STOP_SIGNALS} if in_main else {}
     root.info("==== attempt started: pid %d on %s ====", os.getpid(), socket.gethostname())
+    age, started = process_age(), time.monotonic()
+    if age is not None:  # what the job paid before its work: Python, Snakemake's preamble and the imports
+        root.info("start-up: %.2f s wall, %.2f CPU-s", age, sum(cpu_seconds()))
     try:
         yield root
     except JobStopped as stop:
@@ -87,6 +107,9 @@ def log_to_file(path: str | os.PathLike | None) -> Iterator[logging.Logger]:
         root.exception("job failed")
         raise
     finally:
+        user, system = cpu_seconds()
+        root.info("job ended: %.2f s wall, %.2f CPU-s user, %.2f CPU-s sys", time.monotonic() - started + (age or 0.0),
+                  user, system)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         logging.captureWarnings(False)

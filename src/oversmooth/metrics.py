@@ -35,7 +35,7 @@ import torch
 
 from oversmooth.decoding import Decoding, nucleus_mask
 from oversmooth.io import atomic_path, read_parquet
-from oversmooth.logits import iter_aligned_logits
+from oversmooth.logit_tables import iter_aligned_logits
 from oversmooth.logs import get_logger
 
 log = get_logger("metrics")

@@ -1,4 +1,4 @@
-"""Tables 4.1, 4.2, 6.1, E.1-E.6, F.1 and Figures 4.1-4.3 from the oversmoothing metrics.
+"""Tables 4.1, 4.2, 6.1, E.1-E.6, F.1 from the oversmoothing metrics, and the data Figures 4.1-4.3 draw.
 
 Every table is a pivot of one long summary (model, ground_truth, method, metric, mean, sd, ci_low,
 ci_high, n_positions, n_prompts, n_infinite) built from the per-pair summaries of the metrics rule.
@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from oversmooth.bytenames import byte_name
-from oversmooth.catalog import bottleneck_of, token_head_parts
+from oversmooth.catalog import bottleneck_of
 from oversmooth.decoding import METHOD_LABELS
+from oversmooth.io import read_parquet
+from oversmooth.logit_tables import iter_logits
 from oversmooth.metrics import METRIC_LABELS
-from oversmooth.report import plt, sns
 
 STATS = ("mean", "sd", "ci_low", "ci_high")
 GROUP_A, GROUP_B = ("pure", "greedy", "temperature"), ("top_k", "top_p")  # thesis appendix E splits
@@ -147,38 +147,7 @@ def table_e(summary: pd.DataFrame, models: Sequence[str], ground_truth: str, met
 
 
 # ----------------------------------------------------------------------------------------------
-# Figures
-
-
-def figure_4_1(
-    distributions: Mapping[str, np.ndarray],
-    target: int,
-    titles: Mapping[str, str],
-    prompt_text: str,
-    top_bytes: int,
-    label: str = "Figure 4.1",
-) -> plt.Figure:
-    """Next-byte distributions of every model at one position; the correct byte in red (Figures 4.1, 7.1)."""
-    stacked = np.stack(list(distributions.values()))
-    shown = np.argsort(-stacked.max(0), kind="stable")[:top_bytes]
-    shown = np.union1d(shown, [target])
-    n = len(distributions)
-    cols = min(4, n)
-    fig, axes = plt.subplots(-(-n // cols), cols, figsize=(4.2 * cols, 3.2 * -(-n // cols)), squeeze=False, sharey=True)
-    labels = [byte_name(int(b)) for b in shown]
-    for ax, (name, probs) in zip(axes.flat, distributions.items()):
-        colors = ["tab:red" if b == target else "tab:blue" for b in shown]
-        ax.bar(range(len(shown)), probs[shown], color=colors)
-        ax.set_xticks(range(len(shown)), labels, rotation=90, fontsize=7)
-        ax.set_title(titles[name], fontsize=8)
-        ax.set_xlabel("next byte")
-        ax.set_ylabel("probability")
-    for ax in list(axes.flat)[n:]:
-        ax.set_visible(False)
-    shown_prompt = prompt_text if len(prompt_text) <= 160 else "…" + prompt_text[-160:]
-    fig.suptitle(f"{label}: next-byte distributions after “{shown_prompt}” (correct byte in red)", fontsize=9, wrap=True)
-    fig.tight_layout()
-    return fig
+# The data of Figures 4.2, 4.3 and 5.1 (drawn in `figures`)
 
 
 def per_byte_mean(metric_frames: Mapping[str, pd.DataFrame], metric: str) -> pd.DataFrame:
@@ -188,86 +157,12 @@ def per_byte_mean(metric_frames: Mapping[str, pd.DataFrame], metric: str) -> pd.
     return means.join(counts).sort_values("count", ascending=False, kind="stable")
 
 
-def figure_4_2(per_byte: Mapping[str, pd.DataFrame]) -> plt.Figure:
-    """Mean NSMD per target byte (most to least frequent) for two models, one panel per ground truth (`per_byte`:
-    ground truth -> `per_byte_mean` frame), with the byte counts below."""
-    first = next(iter(per_byte.values()))
-    models = [c for c in first.columns if c != "count"]
-    labels = [byte_name(int(b)) for b in first.index]
-    x = np.arange(len(first))
-    fig, axes = plt.subplots(len(per_byte) + 1, 1, figsize=(max(8, 0.16 * len(x)), 1 + 3 * len(per_byte)), sharex=True,
-                             height_ratios=[3] * len(per_byte) + [1])
-    width = 0.8 / len(models)
-    for top, (ground_truth, frame) in zip(axes, per_byte.items()):
-        frame = frame.reindex(first.index)
-        for i, model in enumerate(models):
-            top.bar(x + (i - (len(models) - 1) / 2) * width, frame[model], width, label=model)
-        top.axhline(0, color="black", linewidth=0.5)
-        top.set_ylabel(f"mean NSMD vs {ground_truth}")
-        top.legend(title="model")
-    bottom = axes[-1]
-    bottom.bar(x, first["count"], color="grey")
-    bottom.set_yscale("log")
-    bottom.set_ylabel("occurrences")
-    bottom.set_xlabel("target byte (most to least frequent)")
-    bottom.set_xticks(x, labels, rotation=90, fontsize=6)
-    fig.suptitle("Figure 4.2: oversmoothing (NSMD) per target byte, with the byte's frequency")
-    fig.tight_layout()
-    return fig
-
-
 def relative_frequencies(counts: Mapping[str, np.ndarray], reference: str, reference_counts: np.ndarray) -> pd.DataFrame:
     """Relative frequency of each byte per source, the reference first; `count` holds the reference counts."""
     frame = pd.DataFrame({name: c / max(c.sum(), 1) for name, c in counts.items()})
     frame.insert(0, reference, reference_counts / reference_counts.sum())
     frame["count"] = reference_counts
     return frame
-
-
-def frequency_figure(freqs: pd.DataFrame, title: str, byte_label: str, n_extreme: int = 10) -> plt.Figure:
-    """Byte frequencies of every source against the reference (first column): overall, and for the
-    reference's most and least frequent occurring bytes (Figures 4.3 and 5.1)."""
-    occurring = freqs[freqs["count"] > 0].sort_values("count", ascending=False, kind="stable")
-    columns = [c for c in freqs.columns if c != "count"]
-    reference = columns[0]
-    palette = dict(zip(columns, ["black", *sns.color_palette(n_colors=len(columns) - 1)]))
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5), gridspec_kw={"width_ratios": [2, 1, 1]})
-    rank = np.arange(len(occurring))
-    for name in columns:
-        values = occurring[name].to_numpy()
-        if name == reference:
-            axes[0].plot(rank, values, color=palette[name], linewidth=2, label=name)
-        else:
-            shown = values > 0
-            axes[0].scatter(rank[shown], values[shown], color=palette[name], s=14, label=name)
-    axes[0].set_yscale("log")
-    axes[0].set_xlabel(f"{byte_label} rank (most to least frequent)")
-    axes[0].set_ylabel("relative frequency (zeros not drawn)")
-    axes[0].set_title("overall")
-    axes[0].legend(fontsize=7)
-    for ax, part, subtitle in (
-        (axes[1], occurring.head(n_extreme), f"{n_extreme} most frequent bytes"),
-        (axes[2], occurring.tail(n_extreme), f"{n_extreme} least frequent bytes (occurring)"),
-    ):
-        long = part[columns].rename(index=lambda b: byte_name(int(b))).reset_index(names="byte").melt(
-            id_vars="byte", var_name="source", value_name="frequency"
-        )
-        sns.barplot(data=long, x="byte", y="frequency", hue="source", palette=palette, ax=ax, legend=ax is axes[2])
-        ax.set_title(subtitle)
-        ax.set_xlabel(byte_label)
-        ax.set_ylabel("relative frequency")
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-
-def figure_4_3(argmax: Mapping[str, np.ndarray], targets: np.ndarray) -> plt.Figure:
-    """How often each byte is each model's argmax, against how often it is the target."""
-    return frequency_figure(
-        relative_frequencies(argmax, "targets", targets),
-        "Figure 4.3: how often each byte is a model's argmax, against how often it is the target",
-        "target byte",
-    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -287,7 +182,6 @@ def position_view(
     the metrics (means over ground truths, as the thesis) and the text the models saw."""
     import torch
 
-    from oversmooth.io import read_parquet
     from oversmooth.metrics import oversmoothing
 
     prompts = read_parquet(prompts_path, filters=[("prompt_id", "=", prompt)]).to_pylist()
@@ -316,15 +210,11 @@ def position_view(
 
 
 def read_position_metrics(path: str | os.PathLike, method: str = "pure", columns: Sequence[str] = ("target", "nsmd")) -> pd.DataFrame:
-    from oversmooth.io import read_parquet
-
     return read_parquet(path, columns=list(columns), filters=[("method", "=", method)]).to_pandas()
 
 
 def argmax_counts(logits_path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """How often each byte is the model's argmax, and how often it is the target, streaming the file."""
-    from oversmooth.logits import iter_logits
-
     argmax, targets = np.zeros(256, np.int64), np.zeros(256, np.int64)
     for batch in iter_logits(logits_path):
         argmax += np.bincount(batch.logprobs.argmax(1), minlength=256)
@@ -332,23 +222,3 @@ def argmax_counts(logits_path: str | os.PathLike) -> tuple[np.ndarray, np.ndarra
     return argmax, targets
 
 
-def figure_token_heads(summary: pd.DataFrame, models: Sequence[str], metrics: Sequence[str] = ("tto", "nsmd", "tv", "kl_eps"),
-                       method: str = "pure") -> plt.Figure:
-    """The token track: each metric of the rank-k heads against the full head, over k, one line per kind of head
-    (SVD-truncated, learned), with bootstrap CIs."""
-    rows = summary[(summary["method"] == method) & summary["model"].isin(models)].copy()
-    rows[["kind", "k"]] = [token_head_parts(m) for m in rows["model"]]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 3.2), squeeze=False)
-    for ax, metric in zip(axes[0], metrics):
-        for kind, group in rows[rows["metric"] == metric].groupby("kind", sort=False):
-            group = group.sort_values("k")
-            errors = [group["mean"] - group["ci_low"], group["ci_high"] - group["mean"]]
-            ax.errorbar(group["k"], group["mean"], yerr=errors, marker="o", capsize=3, label=f"{kind} head")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("rank k of the head")
-        ax.set_title(f"{METRIC_LABELS[metric]} ({METHOD_LABELS[method]})", fontsize=9)
-    axes[0][0].set_ylabel("mean against the full head")
-    axes[0][-1].legend(fontsize=8)
-    fig.suptitle("Token track: rank-k heads on the frozen source against its full head (bootstrap CIs)", fontsize=9)
-    fig.tight_layout()
-    return fig

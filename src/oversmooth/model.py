@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-VOCAB_SIZE = 256
+from oversmooth.bytenames import VOCAB_SIZE
 
 
 def bf16_autocast(device: torch.device, enabled: bool | None = None) -> torch.autocast:
@@ -267,3 +268,17 @@ class GPT(nn.Module):
     def output_matrix(self) -> torch.Tensor:
         """W, the (256 x k) matrix that maps the head's input to logits."""
         return self.head.out.weight
+
+
+# ----------------------------------------------------------------------------------------------
+# Batches
+
+
+def sample_windows(data: np.ndarray, rng: np.random.Generator, n: int, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`n` random windows of `block_size + 1` bytes, as (inputs, next-byte targets) int64 tensors."""
+    if len(data) <= block_size + 1:
+        raise ValueError(f"a shard of {len(data)} bytes is too short for block_size {block_size}")
+    starts = rng.integers(0, len(data) - block_size - 1, size=n)
+    windows = np.stack([np.asarray(data[s : s + block_size + 1], dtype=np.int64) for s in starts])
+    tensor = torch.from_numpy(windows)
+    return tensor[:, :-1], tensor[:, 1:]

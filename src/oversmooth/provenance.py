@@ -1,8 +1,10 @@
-"""Which library code a rule's result depends on, as one digest per workflow script.
+"""Which library code a rule's result depends on: a digest of each module its workflow script runs.
 
 Snakemake reruns a job when its script changes, but not when a library module the script calls changes. Each
-rule therefore carries `params.library`: a digest of every `oversmooth` module its script imports, directly or
-through other modules. Only code counts: a changed comment, docstring or layout leaves the digest as it is.
+rule therefore carries one param per `oversmooth` module its script imports, directly or through other modules
+(`library_params`), valued `oversmooth.<module> <digest>`: Snakemake reports a rerun's reason as the param values
+that changed, so the reason names the edited module. Only code counts: a changed comment, docstring or layout
+leaves the digest as it is.
 """
 
 from __future__ import annotations
@@ -76,10 +78,13 @@ def code_fingerprint(source: str | ast.AST) -> str:
     return ast.dump(tree, annotate_fields=False)
 
 
-@lru_cache(maxsize=None)
-def library_digest(script: str | os.PathLike) -> str:
-    """A short digest of the library code `script` runs: changes exactly when that code changes."""
-    digest = hashlib.sha256()
-    for module in module_closure(Path(script).read_text()):
-        digest.update(module.encode() + b"\0" + _parsed(module)[1].encode() + b"\0")
-    return digest.hexdigest()[:16]
+def module_digest(module: str) -> str:
+    """A short digest of one library module's code."""
+    return hashlib.sha256(_parsed(module)[1].encode()).hexdigest()[:12]
+
+
+def library_params(script: str | os.PathLike) -> dict[str, str]:
+    """The params that tie a rule to the library code `script` runs: `code_<module>` -> `oversmooth.<module>
+    <digest>` for every module of its closure (`code_oversmooth` for the package's `__init__`)."""
+    return {f"code_{module.rpartition('.')[2]}": f"{module} {module_digest(module)}"
+            for module in module_closure(Path(script).read_text())}

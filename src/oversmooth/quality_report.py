@@ -1,5 +1,4 @@
-"""Tables 5.1-5.3, 6.2, 6.3, the samples of appendix G, Figure 5.1 (thesis ch. 5, §6.2), and the token track's
-sample quality against the rank of its heads."""
+"""Tables 5.1-5.3, 6.2, 6.3 and the samples of appendix G (thesis ch. 5, §6.2); their figures are in `figures`."""
 
 from __future__ import annotations
 
@@ -8,12 +7,10 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from oversmooth.catalog import TOKEN_REFERENCE, token_head_parts
 from oversmooth.decoding import METHOD_LABELS
 from oversmooth.io import atomic_path
-from oversmooth.metrics_report import frequency_figure, relative_frequencies
+from oversmooth.metrics_report import relative_frequencies
 from oversmooth.quality import byte_histogram
-from oversmooth.report import plt
 
 QUALITY_TABLES = {
     "table_5_3": ("pure",),
@@ -74,20 +71,16 @@ def samples_markdown(
     return "\n".join(lines) + "\n"
 
 
+def sample_byte_frequencies(samples: Mapping[str, pd.DataFrame], human: pd.DataFrame, method: str = "pure") -> pd.DataFrame:
+    """Figure 5.1's data: the relative byte frequencies of each model's samples under `method`, the human
+    continuations' first (`relative_frequencies`)."""
+    counts = {m: byte_histogram(f[f["method"] == method]["continuation"].tolist()) for m, f in samples.items()}
+    return relative_frequencies(counts, "human", byte_histogram(human["continuation"].tolist()))
+
+
 def write_text(text: str, path: str | os.PathLike) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
-
-
-def figure_5_1(samples: Mapping[str, pd.DataFrame], human: pd.DataFrame, method: str = "pure"):
-    """Byte frequencies of each model's samples against the human continuations."""
-    counts = {m: byte_histogram(f[f["method"] == method]["continuation"].tolist()) for m, f in samples.items()}
-    reference = byte_histogram(human["continuation"].tolist())
-    return frequency_figure(
-        relative_frequencies(counts, "human", reference),
-        f"Figure 5.1: byte frequencies of the models' samples ({METHOD_LABELS[method]}) against human text",
-        "human byte",
-    )
 
 
 def _md(text: str) -> str:
@@ -95,40 +88,3 @@ def _md(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("\r", " ").replace("\n", " ⏎ ")
 
 
-TOKEN_QUALITY_PANELS = {  # summary column -> (label, its CI columns, or None)
-    "mauve_mean": ("MAUVE against human text", ("mauve_ci_low", "mauve_ci_high")),
-    "bits_per_byte_mean": ("bits per byte under the judge", ("bits_per_byte_ci_low", "bits_per_byte_ci_high")),
-    "valid_word_ratio_mean": ("valid-word ratio", ("valid_word_ratio_ci_low", "valid_word_ratio_ci_high")),
-    "repetition": ("share of samples repeating a word n-gram", ("repetition_ci_low", "repetition_ci_high")),
-}
-
-
-def figure_token_quality(summary: pd.DataFrame, human: pd.DataFrame) -> plt.Figure:
-    """The token track's sample quality against the rank k of its heads: one line per decoding method and kind of
-    head (SVD solid, learned dashed) with bootstrap CIs, the full head per method as a dotted line, and human text
-    (black) where the metric has a human value."""
-    heads = summary[summary["model"] != TOKEN_REFERENCE].copy()
-    heads[["kind", "k"]] = [token_head_parts(m) for m in heads["model"]]
-    full = summary[summary["model"] == TOKEN_REFERENCE]
-    methods = list(dict.fromkeys(summary["method"]))
-    colors = dict(zip(methods, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
-    fig, axes = plt.subplots(1, len(TOKEN_QUALITY_PANELS), figsize=(3.6 * len(TOKEN_QUALITY_PANELS), 3.4), squeeze=False)
-    for ax, (column, (label, (low, high))) in zip(axes[0], TOKEN_QUALITY_PANELS.items()):
-        for (method, kind), group in heads.groupby(["method", "kind"], sort=False):
-            group = group.sort_values("k")
-            ax.plot(group["k"], group[column], marker="o", color=colors[method],
-                    linestyle="-" if kind == "svd" else "--", label=f"{METHOD_LABELS[method]}, {kind} head")
-            # the interval as drawn, not as offsets from the mean: a bootstrap interval need not contain it
-            ax.vlines(group["k"], group[low], group[high], color=colors[method], linewidth=1)
-        for _, row in full.iterrows():
-            ax.axhline(row[column], color=colors[row["method"]], linestyle=":", linewidth=1)
-        if column in human and human[column].notna().any():
-            ax.axhline(float(human[column].iloc[0]), color="black", linewidth=1, label="human text")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("rank k of the head")
-        ax.set_title(label, fontsize=9)
-    axes[0][-1].legend(fontsize=7)
-    fig.suptitle("Token track: sample quality of rank-k heads (dotted: the full head; black: human text; "
-                 "bootstrap CIs)", fontsize=9)
-    fig.tight_layout()
-    return fig

@@ -16,8 +16,9 @@ import pandas as pd
 import pyarrow as pa
 import torch
 
+from oversmooth.checkpoints import load_model, save_torch
 from oversmooth.io import read_parquet
-from oversmooth.logits import list_to_numpy
+from oversmooth.logit_tables import list_to_numpy
 from oversmooth.spectra import (
     anisotropy,
     effective_rank,
@@ -25,7 +26,6 @@ from oversmooth.spectra import (
     singular_values,
     threshold_rank,
 )
-from oversmooth.train import load_model, save_torch
 
 
 def truncated_svd(weight: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -238,7 +238,7 @@ def anisotropy_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def anisotropy_figure(table: pd.DataFrame):
     """Anisotropy against relative depth (0 = embeddings, 1 = post-bottleneck), one line per model."""
-    from oversmooth.report import plt, sns
+    from oversmooth.plotting import plt, sns
 
     depth = table.groupby("model")["layer"].transform("max")
     data = table.assign(relative_depth=table["layer"] / depth)

@@ -1,41 +1,14 @@
-"""Tables and figures of the training stage: Table 3.1 and Figure 3.1."""
+"""The training stage's table: Table 3.1 (its figures are in `figures`)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-from oversmooth.io import atomic_path  # noqa: E402
-from oversmooth.logs import get_logger  # noqa: E402
-from oversmooth.seeds import with_seed_rows  # noqa: E402
+from oversmooth.logs import get_logger
 
 log = get_logger("report")
-
-
-def write_csv(frame: pd.DataFrame, path: str | os.PathLike) -> None:
-    """A table as CSV (floats to 6 significant digits), atomically."""
-    with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False, float_format="%.6g")
-
-
-def write_table(frame: pd.DataFrame, path: str | os.PathLike) -> None:
-    """A final table as CSV, with each bottleneck's across-seed mean and sd rows where it has several runs."""
-    write_csv(with_seed_rows(frame), path)
-
-
-def save_figure(fig: plt.Figure, png_path: str | os.PathLike, pdf_path: str | os.PathLike) -> None:
-    """Write a figure as PNG and PDF, atomically, and close it."""
-    for path, fmt in ((png_path, "png"), (pdf_path, "pdf")):
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight")
-    plt.close(fig)
 
 
 def table_3_1(results: Sequence[Mapping], ground_truths: Sequence[str], best_val: Mapping[str, float]) -> pd.DataFrame:
@@ -60,29 +33,3 @@ def table_3_1(results: Sequence[Mapping], ground_truths: Sequence[str], best_val
     return frame.round({"heldout_loss": 4, "token_level_loss": 4, "best_val_loss": 4, "accuracy_pct": 2})
 
 
-def training_curves(logs: Mapping[str, pd.DataFrame], panels: Mapping[str, str], ylabel: str, title: str,
-                    sharey: bool = True) -> plt.Figure:
-    """Columns of the training logs (one panel each, titled by `panels`) against bytes seen, one line per model."""
-    rows = [frame.assign(model=name)[["model", "tokens_seen", *panels]] for name, frame in logs.items()]
-    long = pd.concat(rows).melt(id_vars=["model", "tokens_seen"], var_name="panel", value_name="value")
-    long["panel"] = long["panel"].map(panels)
-    grid = sns.relplot(data=long, x="tokens_seen", y="value", hue="model", col="panel", kind="line", height=3.5,
-                       aspect=1.2, facet_kws={"sharey": sharey})
-    grid.set_axis_labels("bytes seen", ylabel)
-    grid.set_titles("{col_name}")
-    grid.figure.suptitle(title, y=1.03)
-    return grid.figure
-
-
-def figure_3_1(logs: Mapping[str, pd.DataFrame]) -> plt.Figure:
-    """Training and validation loss against bytes seen, one line per model."""
-    return training_curves(logs, {"train_loss": "training loss", "val_loss": "validation loss"},
-                           "cross-entropy (nats/byte)", "Figure 3.1: training curves per bottleneck")
-
-
-def figure_godey_singular_entropy(logs: Mapping[str, pd.DataFrame]) -> plt.Figure:
-    """Godey et al.'s probe of the head during training, beside the validation loss."""
-    panels = {"head_singular_entropy_gap": "head: KL(normalised singular values || uniform)",
-              "val_loss": "validation loss (nats/byte)"}
-    return training_curves(logs, panels, "", "Singular entropy of the head during training (Godey et al. 2024)",
-                           sharey=False)

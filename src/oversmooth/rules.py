@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
-from oversmooth.bytelm import ByteLM, inference_device, load_byte_lm
+from oversmooth.bytelm import ByteLM, GPTByteLM, inference_device, load_hf_byte_lm
+from oversmooth.checkpoints import load_model
+from oversmooth.tokenmarginal import MarginalSettings, check_spelled_text, load_token_byte_lm
 
 
 def rule_byte_lm(smk) -> ByteLM:
@@ -19,8 +23,6 @@ def rule_byte_lm(smk) -> ByteLM:
         entry = {**entry, "path": str(Path(smk.input.lm).parent)}
     lm = load_byte_lm(smk.wildcards.model, checkpoint=smk.input.get("checkpoint"), ground_truth=entry, device=inference_device())
     if entry is not None and entry["kind"] == "token":
-        from oversmooth.tokenmarginal import check_spelled_text
-
         check_spelled_text(lm.name, lm.vocab, smk.config["eval"]["unspellable_bytes"])
     return lm
 
@@ -32,3 +34,21 @@ def rule_token_source(smk):
 
     torch.set_num_threads(smk.threads)
     return load_causal_lm(Path(smk.input.lm).parent, device=inference_device(), config_key="tokens.source")
+
+
+def load_byte_lm(
+    name: str, *, checkpoint: str | os.PathLike | None = None, ground_truth: Mapping | None = None, device: str | torch.device = "cpu"
+) -> ByteLM:
+    """A model of the pipeline: one trained here (its checkpoint), or a loaded ground truth (its config entry: `hf`,
+    a byte-level model, or `token`, a token-level one marginalised to bytes)."""
+    if ground_truth is not None and ground_truth.get("kind") == "token":
+        fields = ("beam", "prune_ratio", "context_backoff_tokens", "batch_size")
+        settings = MarginalSettings(**{k: ground_truth[k] for k in fields if k in ground_truth})
+        dtype = ground_truth.get("dtype", "float32")
+        return load_token_byte_lm(name, ground_truth["path"], settings, dtype=dtype, device=device)
+    if ground_truth is not None:
+        options = {k: ground_truth[k] for k in ("byte_offset", "bos_id", "dtype", "trust_remote_code") if k in ground_truth}
+        return load_hf_byte_lm(name, ground_truth["path"], device=device, **options)
+    if checkpoint is None:
+        raise ValueError(f"model {name!r}: give a checkpoint or a loaded ground truth's config entry")
+    return GPTByteLM(name, load_model(checkpoint, device))

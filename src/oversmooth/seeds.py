@@ -13,6 +13,7 @@ of freedom: n - 1 when the seeds dominate, the normal quantile when the prompts 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,6 +21,7 @@ import pandas as pd
 from scipy import stats
 
 from oversmooth.catalog import seed_parts
+from oversmooth.io import write_csv
 
 ROW_KEYS = ("ground_truth", "method", "metric", "layer", "representation")  # columns that name a row with the model
 Z_95 = stats.norm.ppf(0.975)
@@ -94,3 +96,8 @@ def with_seed_rows(table: pd.DataFrame) -> pd.DataFrame:
         return table
     extra = pd.DataFrame(rows, index=order).reindex(columns=table.columns)
     return pd.concat([table, extra]).sort_index(kind="stable").reset_index(drop=True)
+
+
+def write_table(frame: pd.DataFrame, path: str | os.PathLike) -> None:
+    """A final table as CSV, with each bottleneck's across-seed mean and sd rows where it has several runs."""
+    write_csv(with_seed_rows(frame), path)

@@ -32,12 +32,13 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import highspy
 import numpy as np
 import pyarrow as pa
 
+from oversmooth.io import write_parquet
+from oversmooth.logit_tables import SampledRows
 from oversmooth.logs import get_logger
 
 log = get_logger("tbat")
@@ -283,21 +284,6 @@ def _tbat_chunk(W: np.ndarray, probs: np.ndarray, settings: TBATSettings, offset
             log.info("pid %d: %d/%d positions, %.1f s", os.getpid(), n + 1, len(probs), time.perf_counter() - started)
 
 
-def sample_positions(n_rows: int, wanted: int | str, seed: int) -> np.ndarray:
-    """Sorted row indices of a seeded sample of `wanted` positions (`all`: every row)."""
-    if wanted == "all" or int(wanted) >= n_rows:
-        return np.arange(n_rows)
-    return np.sort(np.random.default_rng(seed).choice(n_rows, size=int(wanted), replace=False))
-
-
-class SampledRows(NamedTuple):
-    """Sampled positions of a model's outputs: where they are, and the log-probabilities (n, V)."""
-
-    prompt_id: np.ndarray
-    position: np.ndarray
-    logprobs: np.ndarray
-
-
 TBAT_SCHEMA = pa.schema(
     [
         ("prompt_id", pa.int32()),
@@ -312,29 +298,6 @@ TBAT_SCHEMA = pa.schema(
 )
 
 
-def read_sampled_rows(logits_path: str | os.PathLike, rows: np.ndarray) -> SampledRows:
-    """prompt_id, position and log-probabilities of the given row indices, one row group at a time."""
-    from oversmooth.logits import iter_logits
-
-    wanted, base, parts = np.asarray(rows), 0, []
-    for batch in iter_logits(logits_path):
-        hit = wanted[(wanted >= base) & (wanted < base + len(batch.target))] - base
-        if len(hit):
-            parts.append((batch.prompt_id[hit], batch.position[hit], batch.logprobs[hit]))
-        base += len(batch.target)
-    if not parts:
-        raise ValueError(f"{logits_path}: none of the {len(wanted)} sampled rows exist (the file has {base})")
-    return SampledRows(*(np.concatenate(x) for x in zip(*parts)))
-
-
-def sampled_logit_rows(logits_path: str | os.PathLike, positions: int | str, seed: int) -> SampledRows:
-    """The seeded sample of `positions` rows of a logits file (the same rows for every model of the family)."""
-    from oversmooth.io import ParquetInput
-
-    n_rows = ParquetInput(logits_path).metadata.num_rows
-    return read_sampled_rows(logits_path, sample_positions(n_rows, positions, seed))
-
-
 def model_tbat(
     W: np.ndarray,
     rows: SampledRows,
@@ -345,9 +308,7 @@ def model_tbat(
     workers: int = 1,
 ) -> pa.Table:
     """TBAT at sampled positions (`rows`: the same for every model) after each decoding, to Parquet."""
-    import torch
-
-    from oversmooth.io import write_parquet
+    import torch  # for the decodings only: TBAT's solver is NumPy and HiGHS
 
     log.info("k = %d (rank of [W^T; 1^T] %d), V = %d: %d positions x %d decodings, %d workers", W.shape[1],
              row_basis(W, settings.rank_tol).shape[0], W.shape[0], len(rows.position), len(decodings), workers)

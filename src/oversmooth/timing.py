@@ -12,7 +12,7 @@ import torch
 
 from oversmooth import reference
 from oversmooth.decoding import nucleus_mask
-from oversmooth.logits import ROW_GROUP_ROWS
+from oversmooth.logit_tables import ROW_GROUP_ROWS
 from oversmooth.metrics import (
     entropy,
     kl_divergence,

@@ -31,9 +31,9 @@ import torch.nn.functional as F
 from oversmooth.catalog import token_head_parts
 from oversmooth.headfit import HeadTraining, LowRankHead, train_head
 from oversmooth.io import ParquetInput, atomic_path, write_parquet
+from oversmooth.logit_tables import SampledRows, sample_positions
 from oversmooth.metrics import PositionChunk, oversmoothing
 from oversmooth.rank import truncated_svd
-from oversmooth.tbat import SampledRows, sample_positions
 
 log = logging.getLogger(__name__)
 

@@ -37,11 +37,12 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from oversmooth.checkpoints import save_torch
 from oversmooth.cluster import SCHEDULING_KEYS
 from oversmooth.data import read_shard
 from oversmooth.io import atomic_path, write_json
 from oversmooth.logs import JobStopped, get_logger, log_to_file, signal_name
-from oversmooth.model import GPT, GPTConfig, bf16_autocast
+from oversmooth.model import GPT, GPTConfig, bf16_autocast, sample_windows
 from oversmooth.spectra import singular_entropy_gap, singular_values
 
 log = get_logger("train")
@@ -129,16 +130,6 @@ def learning_rate(it: int, cfg: TrainConfig) -> float:
     return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg.learning_rate - cfg.min_lr)
 
 
-def sample_windows(data: np.ndarray, rng: np.random.Generator, n: int, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`n` random windows of `block_size + 1` bytes, as (inputs, next-byte targets) int64 tensors."""
-    if len(data) <= block_size + 1:
-        raise ValueError(f"a shard of {len(data)} bytes is too short for block_size {block_size}")
-    starts = rng.integers(0, len(data) - block_size - 1, size=n)
-    windows = np.stack([np.asarray(data[s : s + block_size + 1], dtype=np.int64) for s in starts])
-    tensor = torch.from_numpy(windows)
-    return tensor[:, :-1], tensor[:, 1:]
-
-
 # ----------------------------------------------------------------------------------------------
 # Device and distribution
 
@@ -190,24 +181,11 @@ def checkpoint_payload(model: GPT, state: TrainState, spec: TrainSpec, val_loss:
     }
 
 
-def save_torch(obj: object, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
-
-
 def torchrun_command(gpus: int, spec_file: str | os.PathLike) -> list[str]:
     """`python -m oversmooth.train SPEC` under torchrun on one node with `gpus` processes. `--standalone` gives each
     job its own rendezvous on a free port, so that two DDP jobs on one node do not collide."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1", f"--nproc_per_node={gpus}",
             "-m", "oversmooth.train", str(spec_file)]
-
-
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> GPT:
-    """A trained model from `best.pt` / `last.pt`, in eval mode."""
-    payload = torch.load(path, map_location=device, weights_only=True)
-    model = GPT(GPTConfig(**payload["model_config"]))
-    model.load_state_dict(payload["model"])
-    return model.to(device).eval()
 
 
 def resume_path(out_dir: Path) -> Path:

@@ -2,10 +2,9 @@
 
 import pandas as pd
 
-from oversmooth.io import read_parquet
+from oversmooth.io import read_parquet, write_csv
 from oversmooth.logs import log_to_file
 from oversmooth.rank import layer_anisotropy
-from oversmooth.report import write_csv
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -1,9 +1,10 @@
 """Snakemake adapter: Figure 4.2, mean NSMD per target byte for the most and least bottlenecked models, one panel
 per ground truth."""
 
+from oversmooth.figures import figure_4_2
 from oversmooth.logs import log_to_file
-from oversmooth.metrics_report import figure_4_2, per_byte_mean, read_position_metrics
-from oversmooth.report import save_figure
+from oversmooth.metrics_report import per_byte_mean, read_position_metrics
+from oversmooth.plotting import save_figure
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

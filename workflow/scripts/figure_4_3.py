@@ -1,8 +1,9 @@
 """Snakemake adapter: Figure 4.3, relative frequency of every model's argmax bytes against the targets'."""
 
+from oversmooth.figures import figure_4_3
 from oversmooth.logs import log_to_file
-from oversmooth.metrics_report import argmax_counts, figure_4_3
-from oversmooth.report import save_figure
+from oversmooth.metrics_report import argmax_counts
+from oversmooth.plotting import save_figure
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -1,14 +1,15 @@
 """Snakemake adapter: Figure 5.1, byte frequencies of the models' pure samples against the human continuations."""
 
+from oversmooth.figures import figure_5_1
 from oversmooth.io import read_parquet
 from oversmooth.logs import log_to_file
+from oversmooth.plotting import save_figure
 from oversmooth.quality import human_samples
-from oversmooth.quality_report import figure_5_1
-from oversmooth.report import save_figure
+from oversmooth.quality_report import sample_byte_frequencies
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
     samples = {m: read_parquet(p).to_pandas() for m, p in zip(smk.params.models, smk.input.samples)}
     human = human_samples(read_parquet(smk.input.prompts).to_pandas(), smk.params.n_prompts)
-    save_figure(figure_5_1(samples, human), smk.output.png, smk.output.pdf)
+    save_figure(figure_5_1(sample_byte_frequencies(samples, human)), smk.output.png, smk.output.pdf)

@@ -1,8 +1,9 @@
 """Snakemake adapter: the token track's oversmoothing of every rank-k head against the full head, over k."""
 
+from oversmooth.figures import figure_token_heads
 from oversmooth.logs import log_to_file
-from oversmooth.metrics_report import figure_token_heads, load_summaries
-from oversmooth.report import save_figure
+from oversmooth.metrics_report import load_summaries
+from oversmooth.plotting import save_figure
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -2,9 +2,9 @@
 
 import pandas as pd
 
+from oversmooth.figures import figure_token_quality
 from oversmooth.logs import log_to_file
-from oversmooth.quality_report import figure_token_quality
-from oversmooth.report import save_figure
+from oversmooth.plotting import save_figure
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

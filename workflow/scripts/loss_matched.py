@@ -6,8 +6,9 @@ import pandas as pd
 
 from oversmooth import along_training as at
 from oversmooth import metrics_report as mr
+from oversmooth.io import write_csv
 from oversmooth.logs import log_to_file
-from oversmooth.report import save_figure, write_csv
+from oversmooth.plotting import save_figure
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

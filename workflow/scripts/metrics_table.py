@@ -3,7 +3,7 @@
 
 from oversmooth import metrics_report as mr
 from oversmooth.logs import log_to_file
-from oversmooth.report import write_table
+from oversmooth.seeds import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

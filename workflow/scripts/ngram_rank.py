@@ -6,9 +6,9 @@ import logging
 import numpy as np
 import pandas as pd
 
+from oversmooth.io import write_csv
 from oversmooth.logs import log_to_file
 from oversmooth.rank import ngram_rank_rows
-from oversmooth.report import write_csv
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

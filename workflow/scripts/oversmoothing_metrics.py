@@ -4,9 +4,9 @@ or of a token-track head against its source's full head (cached states), and the
 import torch
 
 from oversmooth.decoding import decodings_from_config
+from oversmooth.io import write_csv
 from oversmooth.logs import log_to_file
 from oversmooth.metrics import logits_file_chunks, summarise_file, write_position_metrics
-from oversmooth.report import write_csv
 from oversmooth.rules import rule_token_source
 from oversmooth.tokenheads import head_logprob_chunks, load_head, output_weight, read_states
 

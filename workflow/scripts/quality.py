@@ -4,10 +4,9 @@ from pathlib import Path
 
 import torch
 
-from oversmooth.io import atomic_path, read_parquet
+from oversmooth.io import atomic_path, read_parquet, write_csv
 from oversmooth.logs import log_to_file
 from oversmooth.quality import human_samples, model_quality
-from oversmooth.report import write_csv
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -6,8 +6,9 @@ import pandas as pd
 import torch
 
 from oversmooth.headfit import HeadFitSettings, rank_loss_figure, rank_loss_table
+from oversmooth.io import write_csv
 from oversmooth.logs import log_to_file
-from oversmooth.report import save_figure, write_csv
+from oversmooth.plotting import save_figure
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

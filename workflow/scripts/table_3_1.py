@@ -3,7 +3,8 @@
 import json
 
 from oversmooth.logs import log_to_file
-from oversmooth.report import table_3_1, write_table
+from oversmooth.report import table_3_1
+from oversmooth.seeds import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -4,7 +4,7 @@ import pandas as pd
 
 from oversmooth.logs import log_to_file
 from oversmooth.rank import table_7_3
-from oversmooth.report import write_table
+from oversmooth.seeds import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -8,7 +8,7 @@ from oversmooth.argmax import table_b
 from oversmooth.causallm import load_tokenizer
 from oversmooth.io import read_parquet
 from oversmooth.logs import log_to_file
-from oversmooth.report import write_table
+from oversmooth.seeds import write_table
 from oversmooth.tokenheads import unargmaxable_token_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)

@@ -3,8 +3,9 @@
 import pandas as pd
 
 from oversmooth.logs import log_to_file
+from oversmooth.plotting import save_figure
 from oversmooth.rank import anisotropy_figure, anisotropy_table
-from oversmooth.report import save_figure, write_table
+from oversmooth.seeds import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -2,8 +2,8 @@
 
 import pandas as pd
 
+from oversmooth.io import write_csv
 from oversmooth.logs import log_to_file
-from oversmooth.report import write_csv
 from oversmooth.timing import table_i_1
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)

@@ -4,13 +4,14 @@ sampled positions, per decoding method (rule tbat)."""
 import torch
 
 from oversmooth.catalog import is_token_model
+from oversmooth.checkpoints import load_model
 from oversmooth.decoding import decodings_from_config
+from oversmooth.io import write_csv
+from oversmooth.logit_tables import sampled_logit_rows
 from oversmooth.logs import log_to_file
 from oversmooth.metrics import summarise_file
-from oversmooth.report import write_csv
-from oversmooth.tbat import TBATSettings, model_tbat, sampled_logit_rows
+from oversmooth.tbat import TBATSettings, model_tbat
 from oversmooth.tokenheads import head_matrix, load_head, sampled_state_rows
-from oversmooth.train import load_model
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -2,12 +2,12 @@
 
 import torch
 
-from oversmooth.io import ParquetInput
+from oversmooth.checkpoints import load_model
+from oversmooth.io import ParquetInput, write_csv
+from oversmooth.logit_tables import read_sampled_rows, sample_positions
 from oversmooth.logs import log_to_file
-from oversmooth.report import write_csv
-from oversmooth.tbat import TBATSettings, read_sampled_rows, sample_positions
+from oversmooth.tbat import TBATSettings
 from oversmooth.timing import model_timings
-from oversmooth.train import load_model
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -3,11 +3,12 @@ of the head during training."""
 
 import pandas as pd
 
-from oversmooth import report
+from oversmooth import figures
 from oversmooth.logs import log_to_file
+from oversmooth.plotting import save_figure
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
     logs = {name: pd.read_csv(path) for name, path in zip(smk.params.models, smk.input.logs)}
-    report.save_figure(getattr(report, smk.wildcards.figure)(logs), smk.output.png, smk.output.pdf)
+    save_figure(getattr(figures, smk.wildcards.figure)(logs), smk.output.png, smk.output.pdf)

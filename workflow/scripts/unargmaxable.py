@@ -2,10 +2,10 @@
 and exact, or a token-track head's tokens, exact."""
 
 from oversmooth.argmax import linear_head_vertices, report_record, unargmaxable_classes, vertex_record
+from oversmooth.checkpoints import load_model
 from oversmooth.io import write_json
 from oversmooth.logs import log_to_file
 from oversmooth.tokenheads import load_head
-from oversmooth.train import load_model
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
