@@ -53,6 +53,18 @@ def library_code(script):
     return library_params(ROOT / "workflow" / "scripts" / f"{script}.py")
 
 
+# Scheduling order (`priority:`): the jobs every metric waits on first. The ground truths are the longest trainings
+# and logit extractions, and the metrics of every model against them cannot start before they end; the prompts
+# (seconds) unblock every logit extraction and sample. Order only: no result depends on it.
+PRIORITY_PROMPTS, PRIORITY_GROUND_TRUTH, PRIORITY_TRAINING = 100, 90, 50
+
+
+def ground_truth_first(model, other=0):
+    """The priority of a job of `model` where ground truths and other models share one rule (the ground truths'
+    jobs go first)."""
+    return PRIORITY_GROUND_TRUTH if model in ground_truth_models(config) else other
+
+
 def settings_without_threads(settings):
     """A config section without the keys that only shape a job (`threads`, `iters_per_job`): how many CPU threads
     a job gets, or how many jobs a training takes, does not change its result."""

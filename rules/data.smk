@@ -48,6 +48,7 @@ rule select_prompts:
         unspellable_bytes=config["eval"]["unspellable_bytes"],
         prompt_bytes=config["sampling"]["prompt_bytes"],
         continuation_bytes=config["sampling"]["continuation_bytes"],
+    priority: PRIORITY_PROMPTS
     resources:
         **job_resources("cpu"),
     log:

@@ -14,6 +14,7 @@ rule extract_logits:
         seed=config["seed"],
         ground_truth=lambda w: loaded_ground_truth(w.model),
     threads: config["resources"]["inference_threads"]
+    priority: lambda w: ground_truth_first(w.model)
     resources:
         **job_resources("inference"),
     log:

@@ -24,6 +24,7 @@ rule train_model:
         settings=lambda w: training_params(w.model),
         out_dir=lambda w: model_path(w.model, ""),
     threads: lambda w: training_settings(config, w.model)["train"]["threads"]
+    priority: lambda w: ground_truth_first(w.model, PRIORITY_TRAINING)
     resources:
         **job_resources("train"),
     log:

@@ -1,5 +1,8 @@
 """The library params of a rule: which modules its script runs, and what counts as a change of their code."""
 
+import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,3 +94,28 @@ def test_analysis_jobs_do_not_run_plotting_training_or_corpus_code():
     # the token track's heads on a frozen pretrained LM do not depend on this pipeline's training code
     assert not closure("token_head") & {"train", "data", "cluster"}
 
+
+# the table and figure jobs (their numbers come from files; none loads a model): torch costs each ~2 CPU-s to import
+TORCH_FREE_SCRIPTS = FIGURE_SCRIPTS - {"position_figure"} | {
+    "metrics_table", "quality_table", "sample_table", "table_3_1", "loss_matched"}
+
+
+@pytest.mark.parametrize("script", sorted(TORCH_FREE_SCRIPTS))
+def test_table_and_figure_jobs_do_not_import_torch(script):
+    source = (SCRIPTS / f"{script}.py").read_text()
+    tree = ast.parse(source)
+    imports = "\n".join(ast.get_source_segment(source, node) for node in tree.body
+                        if isinstance(node, (ast.Import, ast.ImportFrom)))
+    probe = f"{imports}\nimport sys\nprint(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.strip() == "[]", f"{script} imports {result.stdout.strip()}"
+
+
+def test_every_workflow_script_imports_what_it_names():
+    """A moved library function breaks its scripts only when their job runs; import them all here, in one Python."""
+    imports = []
+    for path in sorted(SCRIPTS.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        imports += [ast.get_source_segment(path.read_text(), node) for node in tree.body
+                    if isinstance(node, (ast.Import, ast.ImportFrom))]
+    subprocess.run([sys.executable, "-c", "\n".join(imports)], capture_output=True, text=True, timeout=300, check=True)

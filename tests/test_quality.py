@@ -9,6 +9,7 @@ import torch
 
 from oversmooth.causallm import load_causal_lm
 from oversmooth.figures import figure_token_quality
+from oversmooth.prompts import human_samples
 from oversmooth.quality import (
     at_floor,
     average_word_length,
@@ -16,7 +17,6 @@ from oversmooth.quality import (
     byte_tv,
     continuation_nll,
     has_repetition,
-    human_samples,
     mauve_replicates,
     mauve_scores,
     perplexities,

@@ -6,7 +6,16 @@ from datetime import datetime
 import pytest
 
 from oversmooth.logs import log_to_file
-from oversmooth.runprofile import critical_path, job_cost, job_frame, parse_snakemake_log, stage_of_rules, stage_table
+from oversmooth.runprofile import (
+    critical_path,
+    job_cost,
+    job_frame,
+    latest_log,
+    parse_snakemake_log,
+    report,
+    stage_of_rules,
+    stage_table,
+)
 
 RUN_LOG = """\
 Select jobs to execute...
@@ -108,3 +117,15 @@ def test_stage_sums_and_shares(tmp_path, repo):
     assert table.loc["logits", "start_up_share"] == pytest.approx(4 / 20)
     assert table.loc["total", "jobs"] == 4 and table.loc["total", "start_up_s"] == pytest.approx(7.0)
     assert table.loc["total", "wall_s"] == pytest.approx(10 + 60 + 4 + 20)
+
+
+def test_the_report_reads_the_latest_run_that_ran_jobs_and_shows_the_wait_on_its_critical_path(tmp_path, repo):
+    logs = tmp_path / ".snakemake" / "log"
+    logs.mkdir(parents=True)
+    (logs / "2026-11-24T022657.1.snakemake.log").write_text(RUN_LOG)
+    (logs / "2026-11-24T033000.1.snakemake.log").write_text("Building DAG of jobs...\nNothing to be done.\n")  # a report
+    text = report(tmp_path, latest_log(tmp_path), repo / "rules")
+    assert "5 jobs" in text.splitlines()[0] and "4 of 5 jobs finished" in text.splitlines()[0]
+    chain = text.split("critical path")[1].splitlines()
+    assert "prepare_corpus" in chain[2] and "train_model model=bn-4" in chain[3]
+    assert chain[3].split()[1] == "0"  # the training started as its corpus was ready: it waited 0 s

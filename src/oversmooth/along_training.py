@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from oversmooth.catalog import bottleneck_of, checkpoint_parts
-from oversmooth.metrics import METRIC_LABELS
+from oversmooth.labels import METRIC_LABELS
 from oversmooth.plotting import plt, sns
 
 TRAJECTORY_METRICS = ("tto", "nsmd")

@@ -1,8 +1,12 @@
-"""Printable names of the 256 bytes (thesis appendix A): control bytes by their ASCII names,
+"""The 256 bytes: their counts in texts, and their printable names (thesis appendix A): control bytes by their ASCII names,
 printable ASCII as itself (space as SP), bytes >= 0x80 in hex with an x prefix (x8A; the thesis
 wrote 8A, which makes byte 0xFF read like the control byte FF)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
 
 VOCAB_SIZE = 256  # a byte-level model's outputs: every byte
 
@@ -24,3 +28,8 @@ def byte_name(b: int) -> str:
     if b < 127:
         return chr(b)
     return f"x{b:02X}"
+
+
+def byte_histogram(texts: Sequence[bytes]) -> np.ndarray:
+    """How often each byte occurs in `texts` (float64, 256 entries)."""
+    return np.bincount(np.frombuffer(b"".join(texts), dtype=np.uint8), minlength=256).astype(np.float64)

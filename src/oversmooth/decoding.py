@@ -14,9 +14,6 @@ import numpy as np
 import torch
 
 METHODS = ("pure", "greedy", "top_k", "top_p", "temperature")
-METHOD_LABELS = {"pure": "Pure", "greedy": "Greedy", "top_k": "Top-K", "top_p": "Top-P", "temperature": "Temp."}
-
-
 @dataclass(frozen=True)
 class Decoding:
     """A decoding method and its parameter (`top_k` k, `top_p` p, `temperature` t)."""

@@ -11,8 +11,7 @@ import pandas as pd
 
 from oversmooth.bytenames import byte_name
 from oversmooth.catalog import TOKEN_REFERENCE, token_head_parts
-from oversmooth.decoding import METHOD_LABELS
-from oversmooth.metrics import METRIC_LABELS
+from oversmooth.labels import METHOD_LABELS, METRIC_LABELS
 from oversmooth.metrics_report import relative_frequencies
 from oversmooth.plotting import plt, sns
 

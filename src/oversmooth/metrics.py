@@ -41,7 +41,6 @@ from oversmooth.logs import get_logger
 log = get_logger("metrics")
 
 METRICS = ("tto", "nsmd", "tv", "kl", "kl_eps", "entropy_diff")
-METRIC_LABELS = {"tto": "TTO", "nsmd": "NSMD", "tv": "TV", "kl": "KL", "kl_eps": "KL_eps", "entropy_diff": "Entropy difference"}
 POSITION_SCHEMA = pa.schema(
     [
         ("prompt_id", pa.int32()),

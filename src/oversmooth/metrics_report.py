@@ -14,10 +14,9 @@ import numpy as np
 import pandas as pd
 
 from oversmooth.catalog import bottleneck_of
-from oversmooth.decoding import METHOD_LABELS
 from oversmooth.io import read_parquet
+from oversmooth.labels import METHOD_LABELS, METRIC_LABELS
 from oversmooth.logit_tables import iter_logits
-from oversmooth.metrics import METRIC_LABELS
 
 STATS = ("mean", "sd", "ci_low", "ci_high")
 GROUP_A, GROUP_B = ("pure", "greedy", "temperature"), ("top_k", "top_p")  # thesis appendix E splits

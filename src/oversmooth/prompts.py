@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -240,3 +241,15 @@ def select_token_prompts(
                      "human_continuation": tokenizer.decode(continuation).encode("utf-8")})
     log.info("%d token prompts of %d + %d tokens", len(rows), prefix_tokens, continuation_tokens)
     return pa.Table.from_pylist(rows, schema=TOKEN_PROMPTS_SCHEMA)
+
+
+def human_samples(prompts: pd.DataFrame, n_prompts: int | None) -> pd.DataFrame:
+    """The true continuations of the sampling prompts, in the samples' layout (model and method `human`)."""
+    chosen = prompts.head(n_prompts) if n_prompts else prompts
+    return pd.DataFrame(
+        {
+            "model": "human", "method": "human", "prompt_id": chosen["prompt_id"].to_numpy(),
+            "prefix": chosen["sample_prefix"].tolist(), "continuation": chosen["human_continuation"].tolist(),
+            "text": [c.decode("utf-8", errors="replace") for c in chosen["human_continuation"]],
+        }
+    )

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from oversmooth.bytenames import byte_histogram
 from oversmooth.causallm import load_causal_lm
 from oversmooth.logs import get_logger
 from oversmooth.metrics import bootstrap_weights, describe, percentile_interval
@@ -74,10 +75,6 @@ def has_repetition(text: str, n: int) -> bool:
     ws = words(text)
     grams = [tuple(ws[i : i + n]) for i in range(len(ws) - n + 1)]
     return len(set(grams)) < len(grams)
-
-
-def byte_histogram(texts: Sequence[bytes]) -> np.ndarray:
-    return np.bincount(np.frombuffer(b"".join(texts), dtype=np.uint8), minlength=256).astype(np.float64)
 
 
 def byte_tv(model_texts: Sequence[bytes], human_texts: Sequence[bytes]) -> float:
@@ -264,18 +261,6 @@ def summarise_quality(
         row["mauve_replicates"] = int(replicates.size)
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def human_samples(prompts: pd.DataFrame, n_prompts: int | None) -> pd.DataFrame:
-    """The true continuations of the sampling prompts, in the samples' layout (model and method `human`)."""
-    chosen = prompts.head(n_prompts) if n_prompts else prompts
-    return pd.DataFrame(
-        {
-            "model": "human", "method": "human", "prompt_id": chosen["prompt_id"].to_numpy(),
-            "prefix": chosen["sample_prefix"].tolist(), "continuation": chosen["human_continuation"].tolist(),
-            "text": [c.decode("utf-8", errors="replace") for c in chosen["human_continuation"]],
-        }
-    )
 
 
 def model_quality(

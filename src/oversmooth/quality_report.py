@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from oversmooth.decoding import METHOD_LABELS
+from oversmooth.bytenames import byte_histogram
 from oversmooth.io import atomic_path
+from oversmooth.labels import METHOD_LABELS
 from oversmooth.metrics_report import relative_frequencies
-from oversmooth.quality import byte_histogram
 
 QUALITY_TABLES = {
     "table_5_3": ("pure",),

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -170,10 +169,12 @@ def stage_table(frame: pd.DataFrame, by: str = "stage") -> pd.DataFrame:
 
 
 def latest_log(workdir: Path) -> Path:
-    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
-    if not logs:
-        raise FileNotFoundError(f"no Snakemake log under {workdir / '.snakemake' / 'log'}: run the workflow first")
-    return logs[-1]
+    """The latest Snakemake log of `workdir` in which a job finished (not that of a dry run or `--report`)."""
+    folder = workdir / ".snakemake" / "log"
+    for log in sorted(folder.glob("*.snakemake.log"), reverse=True):
+        if "Finished jobid" in log.read_text(errors="replace"):
+            return log
+    raise FileNotFoundError(f"no Snakemake log with a finished job under {folder}: run the workflow first")
 
 
 def report(workdir: Path, log: Path, rules_dir: Path) -> str:
@@ -187,8 +188,12 @@ def report(workdir: Path, log: Path, rules_dir: Path) -> str:
              "last finish", "", "per stage:", stage_table(frame).round(2).to_string(), "",
              "per rule:", stage_table(frame, "rule").round(2).to_string(), "",
              f"critical path ({sum(j.wall for j in chain):.0f} s of job wall in {len(chain)} jobs):"]
+    lines.append("  started   waited    ran  job (waited: from its last input's end to its start: the scheduler's choice)")
+    previous = None
     for job in chain:
-        lines.append(f"  {job.start:%H:%M:%S} +{job.wall:6.0f} s  {job.rule} {job.wildcards}".rstrip())
+        waited = (job.start - previous.end).total_seconds() if previous else 0.0
+        lines.append(f"  {job.start:%H:%M:%S} {waited:6.0f} s {job.wall:4.0f} s  {job.rule} {job.wildcards}".rstrip())
+        previous = job
     return "\n".join(lines)
 
 

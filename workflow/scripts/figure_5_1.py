@@ -4,7 +4,7 @@ from oversmooth.figures import figure_5_1
 from oversmooth.io import read_parquet
 from oversmooth.logs import log_to_file
 from oversmooth.plotting import save_figure
-from oversmooth.quality import human_samples
+from oversmooth.prompts import human_samples
 from oversmooth.quality_report import sample_byte_frequencies
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)

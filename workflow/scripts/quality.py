@@ -6,7 +6,8 @@ import torch
 
 from oversmooth.io import atomic_path, read_parquet, write_csv
 from oversmooth.logs import log_to_file
-from oversmooth.quality import human_samples, model_quality
+from oversmooth.prompts import human_samples
+from oversmooth.quality import model_quality
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

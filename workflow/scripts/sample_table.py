@@ -4,7 +4,7 @@ import pandas as pd
 
 from oversmooth.io import read_parquet
 from oversmooth.logs import log_to_file
-from oversmooth.quality import human_samples
+from oversmooth.prompts import human_samples
 from oversmooth.quality_report import samples_markdown, write_text
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
