@@ -129,3 +129,9 @@ def test_the_report_reads_the_latest_run_that_ran_jobs_and_shows_the_wait_on_its
     chain = text.split("critical path")[1].splitlines()
     assert "prepare_corpus" in chain[2] and "train_model model=bn-4" in chain[3]
     assert chain[3].split()[1] == "0"  # the training started as its corpus was ready: it waited 0 s
+
+
+def test_the_target_rule_all_is_not_on_the_critical_path():
+    log = RUN_LOG + ("[Tue Nov 24 02:28:31 2026]\nlocalrule all:\n    input: results/logits/bn-4.parquet\n"
+                     "    jobid: 0\n[Tue Nov 24 02:28:31 2026]\nFinished jobid: 0 (Rule: all)\n")
+    assert [job.rule for job in critical_path(parse_snakemake_log(log.splitlines()))][-1] == "extract_logits"

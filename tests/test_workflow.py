@@ -259,7 +259,7 @@ def test_the_workflow_passes_snakemake_lint(repo):
 
 
 def test_every_scripted_rule_carries_the_digest_of_its_own_script():
-    """params.library must name the same script as `script:`, or a library change would rerun the wrong rule."""
+    """The library params must come from the same script as `script:`, or a library change would rerun the wrong rule."""
     import re
 
     for smk in (REPO / "rules").glob("*.smk"):

@@ -2,7 +2,8 @@
 SVD-imposed heads `svd-r<r>` (thesis §7.1), ground truths `gt-<name>`, checkpoints `bn-<k>@<iteration>` (the
 weights of `bn-<k>` after that many training iterations) and seed runs `bn-<k>-s<seed>` (`bn-<k>` trained again
 under each `train.seeds` entry; `bn-<k>` itself is the run under the master `seed`), with their settings; and the
-token track's rank-k heads `tok-<kind>-r<k>` on a frozen pretrained LM, measured against its full head `tok-full`."""
+token track's rank-k heads `tok-<kind>-r<k>` on a frozen pretrained LM, measured against its full head `tok-full`. Also the merge of settings that configs and model overrides share
+(`deep_update`)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,8 @@ import numpy as np
 import torch
 
 METHODS = ("pure", "greedy", "top_k", "top_p", "temperature")
+
+
 @dataclass(frozen=True)
 class Decoding:
     """A decoding method and its parameter (`top_k` k, `top_p` p, `temperature` t)."""

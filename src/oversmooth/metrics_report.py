@@ -219,5 +219,3 @@ def argmax_counts(logits_path: str | os.PathLike) -> tuple[np.ndarray, np.ndarra
         argmax += np.bincount(batch.logprobs.argmax(1), minlength=256)
         targets += np.bincount(batch.target, minlength=256)
     return argmax, targets
-
-

@@ -1,6 +1,6 @@
 """The plotting back end every figure shares: matplotlib without a display, seaborn, and figures written as PNG
-and PDF atomically. A module of its own, so that the modules that only draw stay out of the analysis code's
-digest (`provenance`)."""
+and PDF atomically. Apart from the figures themselves (`figures`), so that editing a figure reruns figure jobs
+only; the jobs that draw beside their analysis (`rank`, `headfit`, `along_training`) reach this module too."""
 
 from __future__ import annotations
 

@@ -85,6 +85,7 @@ def module_digest(module: str) -> str:
 
 def library_params(script: str | os.PathLike) -> dict[str, str]:
     """The params that tie a rule to the library code `script` runs: `code_<module>` -> `oversmooth.<module>
-    <digest>` for every module of its closure (`code_oversmooth` for the package's `__init__`)."""
-    return {f"code_{module.rpartition('.')[2]}": f"{module} {module_digest(module)}"
+    <digest>` for every module of its closure (`code_oversmooth` for the package's `__init__`; a sub-package's
+    module `oversmooth.a.b` as `code_a_b`)."""
+    return {"code_" + ("_".join(module.split(".")[1:]) or PACKAGE): f"{module} {module_digest(module)}"
             for module in module_closure(Path(script).read_text())}

@@ -86,5 +86,3 @@ def write_text(text: str, path: str | os.PathLike) -> None:
 def _md(text: str) -> str:
     """Text safe inside a markdown table cell."""
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("\r", " ").replace("\n", " ⏎ ")
-
-

@@ -31,5 +31,3 @@ def table_3_1(results: Sequence[Mapping], ground_truths: Sequence[str], best_val
     if frame["token_level_loss"].isna().all():  # no token-level ground truth
         frame = frame.drop(columns="token_level_loss")
     return frame.round({"heldout_loss": 4, "token_level_loss": 4, "best_val_loss": 4, "accuracy_pct": 2})
-
-

@@ -110,13 +110,15 @@ def job_cost(log_lines: Sequence[str], job_start: datetime) -> JobCost:
     if first is None:
         return JobCost(float("nan"), user=user, sys=sys_)
     written = datetime.strptime(first.group(1), "%Y-%m-%d %H:%M:%S,%f")
-    return JobCost(max(0.0, (written - job_start).total_seconds()), user=user, sys=sys_)
+    gap = (written - job_start).total_seconds()
+    # a line older than the job (-1 s: the run log's stamps are whole seconds) is an earlier run's
+    return JobCost(max(0.0, gap) if gap > -1 else float("nan"), user=user, sys=sys_)
 
 
 def critical_path(jobs: Mapping[int, Job]) -> list[Job]:
     """The chain of jobs that set the run's length: from the job that finished last, back through the input each
     job waited for longest (the producer that finished last), to a job that waited for none."""
-    finished = [job for job in jobs.values() if job.end is not None]
+    finished = [job for job in jobs.values() if job.end is not None and job.rule != "all"]
     if not finished:
         return []
     producer = {out: job for job in finished for out in job.outputs}
@@ -152,7 +154,8 @@ def job_frame(jobs: Mapping[int, Job], workdir: Path, stages: Mapping[str, str])
                      "start_up_s": cost.start_up_wall, "start_up_cpu_s": cost.start_up_cpu, "user_s": cost.user,
                      "sys_s": cost.sys})
         if job.benchmark and pd.isna(rows[-1]["cpu_s"]) and (workdir / job.benchmark).is_file():
-            rows[-1]["cpu_s"] = float(pd.read_csv(workdir / job.benchmark, sep="\t")["cpu_time"].iloc[-1])
+            cpu = pd.to_numeric(pd.read_csv(workdir / job.benchmark, sep="\t")["cpu_time"], errors="coerce")
+            rows[-1]["cpu_s"] = float(cpu.iloc[-1])
     return pd.DataFrame(rows)
 
 
@@ -189,9 +192,10 @@ def report(workdir: Path, log: Path, rules_dir: Path) -> str:
              "per rule:", stage_table(frame, "rule").round(2).to_string(), "",
              f"critical path ({sum(j.wall for j in chain):.0f} s of job wall in {len(chain)} jobs):"]
     lines.append("  started   waited    ran  job (waited: from its last input's end to its start: the scheduler's choice)")
+    run_start = min((j.start for j in jobs.values()), default=None)
     previous = None
-    for job in chain:
-        waited = (job.start - previous.end).total_seconds() if previous else 0.0
+    for job in chain:  # the first job waits from the run's start
+        waited = (job.start - (previous.end if previous else run_start)).total_seconds()
         lines.append(f"  {job.start:%H:%M:%S} {waited:6.0f} s {job.wall:4.0f} s  {job.rule} {job.wildcards}".rstrip())
         previous = job
     return "\n".join(lines)
