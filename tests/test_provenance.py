@@ -100,12 +100,16 @@ TORCH_FREE_SCRIPTS = FIGURE_SCRIPTS - {"position_figure"} | {
     "metrics_table", "quality_table", "sample_table", "table_3_1", "loss_matched"}
 
 
+def script_imports(path: Path) -> str:
+    """The top-level import statements of a workflow script: what its job imports before any work."""
+    source = path.read_text()
+    return "\n".join(ast.get_source_segment(source, node) for node in ast.parse(source).body
+                     if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
 @pytest.mark.parametrize("script", sorted(TORCH_FREE_SCRIPTS))
 def test_table_and_figure_jobs_do_not_import_torch(script):
-    source = (SCRIPTS / f"{script}.py").read_text()
-    tree = ast.parse(source)
-    imports = "\n".join(ast.get_source_segment(source, node) for node in tree.body
-                        if isinstance(node, (ast.Import, ast.ImportFrom)))
+    imports = script_imports(SCRIPTS / f"{script}.py")
     probe = f"{imports}\nimport sys\nprint(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert result.stdout.strip() == "[]", f"{script} imports {result.stdout.strip()}"
@@ -113,9 +117,5 @@ def test_table_and_figure_jobs_do_not_import_torch(script):
 
 def test_every_workflow_script_imports_what_it_names():
     """A moved library function breaks its scripts only when their job runs; import them all here, in one Python."""
-    imports = []
-    for path in sorted(SCRIPTS.glob("*.py")):
-        tree = ast.parse(path.read_text())
-        imports += [ast.get_source_segment(path.read_text(), node) for node in tree.body
-                    if isinstance(node, (ast.Import, ast.ImportFrom))]
+    imports = [script_imports(path) for path in sorted(SCRIPTS.glob("*.py"))]
     subprocess.run([sys.executable, "-c", "\n".join(imports)], capture_output=True, text=True, timeout=300, check=True)
