@@ -30,6 +30,7 @@ include: "rules/metrics.smk"
 include: "rules/tbat.smk"
 include: "rules/rank.smk"
 include: "rules/sampling.smk"
+include: "rules/tokens.smk"
 include: "rules/report.smk"
 
 

@@ -1,7 +1,7 @@
 """Byte marginalisation speed: our search (tree-attention key/value cache, batched) against recomputing each
 position from scratch (`reference.token_marginal_next_byte`: the same beam and pruning, one full forward pass per
 hypothesis, no cache), same model, text and settings, side by side:
-    python benchmarks/marginal_speed.py --model results/quality/smollm2 [--context 64 --positions 24]
+    python benchmarks/marginal_speed.py --model results/data/smollm2 [--context 64 --positions 24]
 Prints next-byte positions per second of each, the ratio and the largest difference between their probabilities.
 """
 
@@ -25,7 +25,7 @@ def sotu_text(n_bytes: int) -> bytes:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="results/quality/smollm2", help="a local transformers causal LM folder")
+    parser.add_argument("--model", default="results/data/smollm2", help="a local transformers causal LM folder")
     parser.add_argument("--context", type=int, default=64, help="bytes of context")
     parser.add_argument("--positions", type=int, default=24, help="next-byte positions compared")
     parser.add_argument("--beam", type=int, default=MarginalSettings.beam)

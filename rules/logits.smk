@@ -2,6 +2,11 @@
 # A GPU rule at thesis scale (resources.inference_gpus).
 
 
+def logits_inputs(wildcards):
+    """The evaluation prompts, and the checkpoint of a model trained here."""
+    return {"prompts": data_path("prompts.parquet"), **checkpoint_input(wildcards.model)}
+
+
 rule extract_logits:
     input:
         unpack(logits_inputs),
@@ -25,29 +30,3 @@ rule extract_logits:
         "../envs/torch.yaml"
     script:
         "../workflow/scripts/extract_logits.py"
-
-
-# The token track's counterpart: every head's logits are h W^T for the states h its source's head reads, so the
-# states are extracted once (evaluation prompts; training text for fitting the learned heads) and the logits over
-# the whole vocabulary are formed where they are used (tokenheads.py says why).
-rule token_states:
-    input:
-        unpack(token_states_inputs),
-    output:
-        token_states_path("{split}"),
-    wildcard_constraints:
-        split="train|eval",
-    params:
-        **library_code("token_states"),
-        settings=token_states_settings,
-    threads: config["resources"]["inference_threads"]
-    resources:
-        **job_resources("inference"),
-    log:
-        log_path("tokens", "states_{split}"),
-    benchmark:
-        benchmark_path("tokens", "states_{split}")
-    conda:
-        "../envs/torch.yaml"
-    script:
-        "../workflow/scripts/token_states.py"

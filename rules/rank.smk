@@ -2,6 +2,21 @@
 # rank of the data. CPU rules.
 
 
+def scratch_ranks():
+    """The SVD ranks at which a bottleneck was also trained from scratch (`bn-<r>` in the family)."""
+    return [k for k in config["svd"]["ranks"] if k in config["bottlenecks"]]
+
+
+def rank_constrained_inputs(wildcards):
+    """The source model, the shards, and each bottleneck trained from scratch at one of the SVD ranks."""
+    return {
+        "source": model_path(svd_source(config), "best.pt"),
+        "train": data_path("train.bin"),
+        "val": data_path("val.bin"),
+        "scratch": [model_path(f"bn-{k}", "best.pt") for k in scratch_ranks()],
+    }
+
+
 rule svd_model:
     input:
         checkpoint=model_path(svd_source(config), "best.pt"),
@@ -31,7 +46,7 @@ rule effective_rank:
     output:
         rank_path("{model}", "effective_rank"),
     wildcard_constraints:
-        model=rf"{BOTTLENECK_RUN}|gt-[A-Za-z0-9_.]+",
+        model=pattern("bottleneck", "ground_truth"),
     params:
         **library_code("effective_rank"),
         rank={k: config["rank"][k] for k in ("positions", "threshold")},
@@ -51,7 +66,7 @@ rule ngram_rank:
     input:
         train=data_path("train.bin"),
     output:
-        reported(table_path("table_godey_ngram_rank"), "table_godey_ngram_rank", REPORT_RANK),
+        output_files("table_godey_ngram_rank"),
     params:
         **library_code("ngram_rank"),
         rank={k: config["rank"][k] for k in ("ngram_n", "ngram_contexts", "ngram_alpha", "threshold", "energy_shares")},
@@ -74,7 +89,7 @@ rule anisotropy:
     output:
         rank_path("{model}", "anisotropy"),
     wildcard_constraints:
-        model=rf"{BOTTLENECK_RUN}|mos-\d+|gt-[A-Za-z0-9_.]+",
+        model=pattern("bottleneck", "mos", "ground_truth"),
     params:
         **library_code("anisotropy"),
         positions=config["rank"]["positions"],
@@ -95,8 +110,8 @@ rule rank_constrained_head:
     input:
         unpack(rank_constrained_inputs),
     output:
-        table=reported(table_path("table_godey_rank_constrained"), "table_godey_rank_constrained", REPORT_RANK),
-        **figure_outputs("figure_godey_rank_loss", REPORT_RANK),
+        table=output_files("table_godey_rank_constrained"),
+        **output_files("figure_godey_rank_loss"),
     params:
         **library_code("rank_constrained_head"),
         ranks=config["svd"]["ranks"],

@@ -2,6 +2,64 @@
 # (localrules), never as cluster jobs.
 
 
+def e_tables():
+    """Appendix E tables: name -> (ground truth, decoding methods)."""
+    return e_table_names(ground_truth_models(config), config["decoding"]["methods"])
+
+
+def tbat_tables():
+    """Appendix E's TBAT tables: name -> decoding methods."""
+    return tbat_table_names(config["decoding"]["methods"])
+
+
+def tbat_models(table):
+    """The models whose TBAT a metrics table shows (Table 4.1's columns, E.7, E.8): the bottlenecks, or for the
+    token track's versions its heads at `tokens.tbat_ranks`."""
+    return token_heads_at(config, "tbat_ranks") if table.endswith(TOKEN_SUFFIX) else bottleneck_models(config)
+
+
+def metrics_table_inputs(wildcards):
+    """The metric summaries of the table's rows, and TBAT's summaries where it reads them (Table 4.1, E.7, E.8 and
+    their token versions)."""
+    reads, inputs = output(config, wildcards.table).reads, {}
+    if "metrics" in reads:
+        inputs["summaries"] = [metrics_path(m, gt, "summary") for m, gt in metric_pairs(rows_of(wildcards.table))]
+    if "tbat" in reads and tbat_models(wildcards.table):
+        inputs["tbat"] = [tbat_path(m, "summary") for m in tbat_models(wildcards.table)]
+    return inputs
+
+
+def human_of(table):
+    """The Human row of a quality or sample table: the token track's human continuations for its tables."""
+    return TOKEN_HUMAN if table.endswith(TOKEN_SUFFIX) else "human"
+
+
+def sample_table_models(wildcards):
+    """Every sampled model of the table's track (the inputs of a sample table)."""
+    token = wildcards.sample_table.endswith(TOKEN_SUFFIX)
+    return token_sampled_models(config) if token else sampled_models(config)
+
+
+def unargmaxable_table_inputs(wildcards):
+    """Table B reads its models' records; its token version also the training states (token frequencies) and the
+    source (its tokenizer)."""
+    records = {"records": [unargmaxable_path(m) for m in rows_of(wildcards.unargmaxable_table)]}
+    if wildcards.unargmaxable_table == "table_b":
+        return records
+    return {**records, "states": token_states_path("train"), "lm": token_source_input()}
+
+
+def loss_matched_inputs(wildcards):
+    """Each bottleneck's training log and summary (best iteration), and each point's metrics and TBAT summaries."""
+    points = rows_of("table_loss_matched")
+    return {
+        "logs": [model_path(m, "train_log.csv") for m in main_bottleneck_models(config)],
+        "configs": [model_path(m, "config.json") for m in main_bottleneck_models(config)],
+        "summaries": [metrics_path(m, gt, "summary") for m, gt in metric_pairs(points)],
+        "tbat": [tbat_path(m, "summary") for m in points],
+    }
+
+
 localrules:
     all,
     table_3_1,
@@ -24,10 +82,10 @@ localrules:
 
 rule table_3_1:
     input:
-        results=expand(eval_path("{model}"), model=all_models(config)),
+        results=expand(eval_path("{model}"), model=rows_of("table_3_1")),
         configs=expand(model_path("{model}", "config.json"), model=trained_models(config)),
     output:
-        reported(table_path("table_3_1"), "table_3_1", REPORT_MODELS),
+        output_files("table_3_1"),
     params:
         **library_code("table_3_1"),
         ground_truths=ground_truth_models(config),
@@ -41,15 +99,15 @@ rule table_3_1:
 
 rule training_figure:
     input:
-        logs=expand(model_path("{model}", "train_log.csv"), model=trained_models(config)),
+        logs=lambda w: [model_path(m, "train_log.csv") for m in rows_of(w.figure)],
     output:
-        png=reported(figure_path("{figure}", "png"), "training_figure", REPORT_MODELS),
+        png=rule_reported(figure_path("{figure}", "png"), "training_figure"),
         pdf=figure_path("{figure}", "pdf"),
     wildcard_constraints:
-        figure="figure_3_1|figure_godey_singular_entropy",
+        figure=built_by("training_figure"),
     params:
         **library_code("training_figure"),
-        models=trained_models(config),
+        models=lambda w: rows_of(w.figure),
     log:
         log_path("report", "{figure}"),
     conda:
@@ -62,18 +120,18 @@ rule metrics_table:
     input:
         unpack(metrics_table_inputs),
     output:
-        reported(table_path("{table}"), "metrics_table", REPORT_OVERSMOOTHING),
+        rule_reported(table_path("{table}"), "metrics_table"),
     wildcard_constraints:
-        table="|".join(metrics_tables()),
+        table=built_by("metrics_table"),
     params:
         **library_code("metrics_table"),
-        pairs=lambda w: metric_pairs(metrics_table_models(w)),
-        models=metrics_table_models,
+        pairs=lambda w: metric_pairs(rows_of(w.table)),
+        models=lambda w: rows_of(w.table),
         tbat_models=lambda w: tbat_models(w.table),
         methods=config["decoding"]["methods"],
         e_tables=e_tables(),
         tbat_tables=tbat_tables(),
-        token_suffix=TOKEN_TABLE_SUFFIX,
+        token_suffix=TOKEN_SUFFIX,
     log:
         log_path("report", "{table}"),
     conda:
@@ -85,15 +143,15 @@ rule metrics_table:
 rule position_figure:
     input:
         prompts=data_path("prompts.parquet"),
-        logits=lambda w: [logits_path(m) for m in position_figure_models(w)],
+        logits=lambda w: [logits_path(m) for m in rows_of(w.figure)],
     output:
-        png=reported(figure_path("{figure}", "png"), "position_figure", REPORT_OVERSMOOTHING),
+        png=rule_reported(figure_path("{figure}", "png"), "position_figure"),
         pdf=figure_path("{figure}", "pdf"),
     wildcard_constraints:
-        figure="figure_4_1|figure_7_1",
+        figure=built_by("position_figure"),
     params:
         **library_code("position_figure"),
-        models=position_figure_models,
+        models=lambda w: rows_of(w.figure),
         ground_truths=ground_truth_models(config),
         figures={k: config["figures"][k] for k in ("prompt", "position", "top_bytes")},
         metrics={k: config["metrics"][k] for k in ("tau", "kl_epsilon")},
@@ -107,12 +165,12 @@ rule position_figure:
 
 rule figure_4_2:
     input:
-        metrics=[metrics_path(m, gt) for gt in ground_truth_models(config) for m in extreme_bottlenecks(config)],
+        metrics=[metrics_path(m, gt) for gt in ground_truth_models(config) for m in rows_of("figure_4_2")],
     output:
-        **figure_outputs("figure_4_2", REPORT_OVERSMOOTHING),
+        **output_files("figure_4_2"),
     params:
         **library_code("figure_4_2"),
-        models=extreme_bottlenecks(config),
+        models=rows_of("figure_4_2"),
         ground_truths=ground_truth_models(config),
     log:
         log_path("report", "figure_4_2"),
@@ -124,12 +182,12 @@ rule figure_4_2:
 
 rule figure_4_3:
     input:
-        logits=[logits_path(m) for m in all_models(config)],
+        logits=[logits_path(m) for m in rows_of("figure_4_3")],
     output:
-        **figure_outputs("figure_4_3", REPORT_OVERSMOOTHING),
+        **output_files("figure_4_3"),
     params:
         **library_code("figure_4_3"),
-        models=all_models(config),
+        models=rows_of("figure_4_3"),
     log:
         log_path("report", "figure_4_3"),
     conda:
@@ -140,13 +198,13 @@ rule figure_4_3:
 
 rule figure_token_heads:
     input:
-        summaries=[metrics_path(m, gt, "summary") for m, gt in metric_pairs(token_head_models(config))],
+        summaries=[metrics_path(m, gt, "summary") for m, gt in metric_pairs(rows_of("figure_token_heads"))],
     output:
-        **figure_outputs("figure_token_heads", REPORT_RANK),
+        **output_files("figure_token_heads"),
     params:
         **library_code("figure_token_heads"),
-        pairs=metric_pairs(token_head_models(config)),
-        models=token_head_models(config),
+        pairs=metric_pairs(rows_of("figure_token_heads")),
+        models=rows_of("figure_token_heads"),
     log:
         log_path("report", "figure_token_heads"),
     conda:
@@ -157,10 +215,10 @@ rule figure_token_heads:
 
 rule figure_token_quality:
     input:
-        summaries=[quality_path(m, "summary") for m in token_sampled_models(config)],
+        summaries=[quality_path(m, "summary") for m in rows_of("figure_token_quality")],
         human=quality_path(TOKEN_HUMAN, "summary"),
     output:
-        **figure_outputs("figure_token_quality", REPORT_QUALITY),
+        **output_files("figure_token_quality"),
     params:
         **library_code("figure_token_quality"),
     log:
@@ -175,9 +233,9 @@ rule table_b:
     input:
         unpack(unargmaxable_table_inputs),
     output:
-        reported(table_path("{unargmaxable_table}"), "table_b", REPORT_EXACT),
+        rule_reported(table_path("{unargmaxable_table}"), "table_b"),
     wildcard_constraints:
-        unargmaxable_table="|".join(unargmaxable_tables()),
+        unargmaxable_table=built_by("table_b"),
     params:
         **library_code("table_b"),
     log:
@@ -190,12 +248,12 @@ rule table_b:
 
 rule table_i_1:
     input:
-        [timing_path(m) for m in main_bottleneck_models(config)],  # speed does not depend on the seed
+        [timing_path(m) for m in rows_of("table_i_1")],  # speed does not depend on the seed
     output:
-        reported(table_path("table_i_1"), "table_i_1", REPORT_EXACT),
+        output_files("table_i_1"),
     params:
         **library_code("table_i_1"),
-        models=main_bottleneck_models(config),
+        models=rows_of("table_i_1"),
     log:
         log_path("report", "table_i_1"),
     conda:
@@ -206,15 +264,15 @@ rule table_i_1:
 
 rule quality_table:
     input:
-        lambda w: [quality_path(m, "summary") for m in [*quality_table_models(w), human_of(w.quality_table)]],
+        lambda w: [quality_path(m, "summary") for m in [*rows_of(w.quality_table), human_of(w.quality_table)]],
     output:
-        reported(table_path("{quality_table}"), "quality_table", REPORT_QUALITY),
+        rule_reported(table_path("{quality_table}"), "quality_table"),
     wildcard_constraints:
-        quality_table="|".join(quality_tables()),
+        quality_table=built_by("quality_table"),
     params:
         **library_code("quality_table"),
-        models=quality_table_models,
-        methods=lambda w: quality_tables()[w.quality_table],
+        models=lambda w: rows_of(w.quality_table),
+        methods=lambda w: methods_of(w.quality_table),
     log:
         log_path("report", "{quality_table}"),
     conda:
@@ -228,14 +286,14 @@ rule sample_table:
         samples=lambda w: [samples_path(m) for m in sample_table_models(w)],
         prompts=lambda w: prompts_of(human_of(w.sample_table)),
     output:
-        reported(result_path("tables", "{sample_table}.md"), "sample_table", REPORT_QUALITY),
+        rule_reported(result_path("tables", "{sample_table}.md"), "sample_table"),
     wildcard_constraints:
-        sample_table="|".join(sample_tables()),
+        sample_table=built_by("sample_table"),
     params:
         **library_code("sample_table"),
-        shown=sample_table_shown,
-        methods=lambda w: sample_tables()[w.sample_table],
-        title=lambda w: sample_table_title(w.sample_table),
+        shown=lambda w: rows_of(w.sample_table),
+        methods=lambda w: methods_of(w.sample_table),
+        title=lambda w: sample_table_title(config, w.sample_table),
         prompt=lambda w: None if is_token_model(human_of(w.sample_table)) else config["figures"]["sample_prompt"],
         n_prompts=lambda w: None if is_token_model(human_of(w.sample_table)) else config["sampling"]["n_prompts"],
     log:
@@ -248,13 +306,13 @@ rule sample_table:
 
 rule figure_5_1:
     input:
-        samples=[samples_path(m) for m in sampled_models(config)],
+        samples=[samples_path(m) for m in rows_of("figure_5_1")],
         prompts=data_path("prompts.parquet"),
     output:
-        **figure_outputs("figure_5_1", REPORT_QUALITY),
+        **output_files("figure_5_1"),
     params:
         **library_code("figure_5_1"),
-        models=sampled_models(config),
+        models=rows_of("figure_5_1"),
         n_prompts=config["sampling"]["n_prompts"],
     log:
         log_path("report", "figure_5_1"),
@@ -266,12 +324,12 @@ rule figure_5_1:
 
 rule table_7_3:
     input:
-        [rank_path(m, "effective_rank") for m in linear_head_models(config)],
+        [rank_path(m, "effective_rank") for m in rows_of("table_7_3")],
     output:
-        reported(table_path("table_7_3"), "table_7_3", REPORT_RANK),
+        output_files("table_7_3"),
     params:
         **library_code("table_7_3"),
-        models=linear_head_models(config),
+        models=rows_of("table_7_3"),
     log:
         log_path("report", "table_7_3"),
     conda:
@@ -282,13 +340,13 @@ rule table_7_3:
 
 rule table_godey_anisotropy:
     input:
-        [rank_path(m, "anisotropy") for m in trained_models(config)],
+        [rank_path(m, "anisotropy") for m in rows_of("table_godey_anisotropy")],
     output:
-        table=reported(table_path("table_godey_anisotropy"), "table_godey_anisotropy", REPORT_RANK),
-        **figure_outputs("figure_godey_anisotropy", REPORT_RANK),
+        table=output_files("table_godey_anisotropy"),
+        **output_files("figure_godey_anisotropy"),
     params:
         **library_code("table_godey_anisotropy"),
-        models=trained_models(config),
+        models=rows_of("table_godey_anisotropy"),
     log:
         log_path("report", "table_godey_anisotropy"),
     conda:
@@ -301,13 +359,13 @@ rule loss_matched:
     input:
         unpack(loss_matched_inputs),
     output:
-        table=reported(table_path("table_loss_matched"), "table_loss_matched", REPORT_OVERSMOOTHING),
-        **figure_outputs("figure_loss_matched", REPORT_OVERSMOOTHING),
+        table=output_files("table_loss_matched"),
+        **output_files("figure_loss_matched"),
     params:
         **library_code("loss_matched"),
         models=main_bottleneck_models(config),
-        points=training_points_models(),
-        pairs=metric_pairs(training_points_models()),
+        points=rows_of("table_loss_matched"),
+        pairs=metric_pairs(rows_of("table_loss_matched")),
         loss_levels=config["checkpoints"]["loss_levels"],
     log:
         log_path("report", "loss_matched"),

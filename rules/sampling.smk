@@ -2,26 +2,38 @@
 # A GPU rule at thesis scale (resources.inference_gpus).
 
 
-# The token track's prompts: spans of the evaluation pool cut at whole tokens of its source's tokenizer.
-rule token_prompts:
-    input:
-        eval_docs=data_path("eval_docs.parquet"),
-        lm=token_source_input(),
-    output:
-        token_prompts_path(),
-    params:
-        **library_code("token_prompts"),
-        sampling={k: v for k, v in config["tokens"]["sampling"].items() if k not in ("methods", "batch_size")},
-        source=config["tokens"]["source"],
-        seed=config["seed"],
-    resources:
-        **job_resources("cpu"),
-    log:
-        log_path("tokens", "prompts"),
-    conda:
-        "../envs/torch.yaml"
-    script:
-        "../workflow/scripts/token_prompts.py"
+def sampling_decoding_for(model):
+    """The decoding settings a model is sampled with: `decoding_for`, or for the token track (which measures every
+    method) `tokens.sampling.methods`."""
+    if is_token_model(model):
+        return {**config["decoding"], "methods": token_methods(config)}
+    return decoding_for(model)
+
+
+def sample_inputs(wildcards):
+    """A byte-level model's prompts and checkpoint; a token-track model's prompts, source LM and (for a rank-k head)
+    its factors."""
+    model = wildcards.model
+    if not is_token_model(model):
+        return logits_inputs(wildcards)
+    head = {} if model == TOKEN_REFERENCE else {"head": token_head_path(model)}
+    return {"prompts": token_prompts_path(), "lm": token_source_input(), **head}
+
+
+def sampling_settings(model):
+    """What a model's samples depend on: `sampling`, or for the token track `tokens.sampling` and its source."""
+    if is_token_model(model):
+        return {**config["tokens"]["sampling"], "source": config["tokens"]["source"]}
+    return config["sampling"]
+
+
+def quality_inputs(wildcards):
+    inputs = {"prompts": prompts_of(wildcards.model)}
+    if wildcards.model not in ("human", TOKEN_HUMAN):
+        inputs["samples"] = samples_path(wildcards.model)
+    if config["quality"]["perplexity_model"] == "smollm2":
+        inputs["lm"] = smollm2_path()
+    return inputs
 
 
 # A byte-level model continues the sampling prompts' byte prefixes; a token-track model (a rank-k head, or tok-full)
@@ -50,21 +62,6 @@ rule sample:
         "../workflow/scripts/sample.py"
 
 
-rule perplexity_model:
-    output:
-        perplexity_model_path(),
-    params:
-        **library_code("perplexity_model"),
-    resources:
-        **job_resources("cpu"),
-    log:
-        log_path("quality", "perplexity_model"),
-    conda:
-        "../envs/torch.yaml"
-    script:
-        "../workflow/scripts/perplexity_model.py"
-
-
 rule quality:
     input:
         unpack(quality_inputs),
@@ -72,7 +69,9 @@ rule quality:
         per_sample=quality_path("{model}"),
         summary=quality_path("{model}", "summary"),
     wildcard_constraints:
-        model=rf"{BOTTLENECK_RUN}|mos-\d+|svd-r\d+|gt-[A-Za-z0-9_.]+|human|{TOKEN_HEAD}|{TOKEN_REFERENCE}|{TOKEN_HUMAN}",
+        model=pattern(
+            "bottleneck", "mos", "svd", "ground_truth", "human", "token_head", "token_reference", "token_human"
+        ),
     params:
         **library_code("quality"),
         quality=config["quality"],

@@ -1,6 +1,28 @@
 # TBAT (thesis §4.1.6, appendix D) and unargmaxable classes (appendix B): exact, by linear programming. CPU rules.
 
 
+def unargmaxable_inputs(wildcards):
+    """A bottleneck's checkpoint, or a token-track head's factors."""
+    if is_token_model(wildcards.model):
+        return {"head": token_head_path(wildcards.model)}
+    return {"checkpoint": model_path(wildcards.model, "best.pt")}
+
+
+def tbat_inputs(wildcards):
+    """A bottleneck's logits and checkpoint, or a token-track head's evaluation states and factors."""
+    if is_token_model(wildcards.model):
+        return {"states": token_states_path("eval"), "head": token_head_path(wildcards.model)}
+    return {"logits": logits_path(wildcards.model), "checkpoint": model_path(wildcards.model, "best.pt")}
+
+
+def tbat_settings(wildcards):
+    """`tbat` without its threads; a token-track head's positions are `tokens.tbat_positions`."""
+    settings = settings_without_threads(config["tbat"])
+    if is_token_model(wildcards.model):
+        settings["positions"] = config["tokens"]["tbat_positions"]
+    return settings
+
+
 # A bottleneck's outputs over 256 bytes, or a token-track head's over its whole vocabulary.
 rule tbat:
     input:
@@ -9,7 +31,7 @@ rule tbat:
         positions=tbat_path("{model}"),
         summary=tbat_path("{model}", "summary"),
     wildcard_constraints:
-        model=rf"{BOTTLENECKED}|{TOKEN_HEAD}",
+        model=pattern("bottleneck", "checkpoint", "token_head"),
     params:
         **library_code("tbat"),
         tbat=tbat_settings,
@@ -36,7 +58,7 @@ rule unargmaxable:
     output:
         unargmaxable_path("{model}"),
     wildcard_constraints:
-        model=rf"{BOTTLENECK_RUN}|{TOKEN_HEAD}",
+        model=pattern("bottleneck", "token_head"),
     params:
         **library_code("unargmaxable"),
         settings=config["unargmaxable"],
@@ -61,7 +83,7 @@ rule time_metrics:
     output:
         timing_path("{model}"),
     wildcard_constraints:
-        model=BOTTLENECK_RUN,
+        model=pattern("bottleneck"),
     params:
         **library_code("time_metrics"),
         timing=config["timing"],

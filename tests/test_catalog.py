@@ -2,6 +2,7 @@
 
 import pytest
 
+from oversmooth import catalog
 from oversmooth.catalog import (
     all_models,
     bottleneck_of,
@@ -17,6 +18,7 @@ from oversmooth.catalog import (
     without_seed_runs,
 )
 from oversmooth.config import load_config
+from oversmooth.names import kind_of, pattern
 
 
 @pytest.fixture
@@ -82,3 +84,33 @@ def test_seed_runs_join_every_bottleneck_list_with_their_own_seed_and_the_shared
     assert training_settings(config, "bn-4-s3")["train"]["max_iters"] == 240
     with pytest.raises(KeyError, match=r"bn-4-s5: seed 5 is not in config `train.seeds` \[3, 9\]"):
         training_settings(config, "bn-4-s5")
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "smoke.yaml", "thesis.yaml", "pilot.yaml"])
+def test_every_name_the_catalog_builds_follows_the_grammar_of_names(repo, name):
+    paths = [repo / "config" / "config.yaml"] + ([] if name == "config.yaml" else [repo / "config" / name])
+    config = load_config(*paths)
+    built = {
+        "bottleneck": catalog.bottleneck_models(config),
+        "checkpoint": catalog.checkpoint_models(config),
+        "mos": catalog.mos_models(config),
+        "svd": catalog.svd_models(config),
+        "ground_truth": catalog.ground_truth_models(config),
+        "token_head": catalog.token_head_models(config),
+        "token_reference": [catalog.TOKEN_REFERENCE],
+        "token_human": [catalog.TOKEN_HUMAN],
+    }
+    for kind, names in built.items():
+        for model in names:
+            assert kind_of(model) == kind, model
+    for model in built["checkpoint"]:
+        assert kind_of(catalog.checkpoint_parts(model)[0]) == "bottleneck"
+
+
+def test_the_grammar_names_unknown_kinds_and_names():
+    assert pattern("bottleneck", "checkpoint") == r"bn-\d+(?:-s\d+)?|bn-\d+(?:-s\d+)?@\d+"
+    assert kind_of("bn-4-s8") == "bottleneck" and kind_of("bn-4@80") == "checkpoint" and kind_of("human") == "human"
+    with pytest.raises(KeyError, match="unknown model kind"):
+        pattern("bottlenecks")
+    with pytest.raises(ValueError, match="'bn-x' is no model name"):
+        kind_of("bn-x")

@@ -6,15 +6,14 @@ import pytest
 from oversmooth.bytenames import byte_name
 from oversmooth.metrics import METRICS
 from oversmooth.metrics_report import (
-    e_table_names,
     table_4_1,
     table_4_2,
     table_6_1,
     table_e,
     table_e_tbat,
     table_f_1,
-    tbat_table_names,
 )
+from oversmooth.outputs import e_table_names, tbat_table_names
 
 MODELS = ["bn-4", "bn-16"]
 GTS = ["gt-a", "gt-b"]

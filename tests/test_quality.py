@@ -24,7 +24,8 @@ from oversmooth.quality import (
     valid_word_ratio,
     words,
 )
-from oversmooth.quality_report import nearest_models, quality_table, samples_markdown
+from oversmooth.outputs import nearest_models
+from oversmooth.quality_report import quality_table, samples_markdown
 
 
 def test_words_strip_punctuation_digits_and_case():

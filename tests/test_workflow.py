@@ -45,7 +45,7 @@ def test_dry_run_lists_every_rule(smoke_run):
     expected = {
         "prepare_corpus", "select_prompts", "train_model", "evaluate_model", "table_3_1", "training_figure",
         "extract_logits", "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "figure_4_3",
-        "tbat", "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "perplexity_model", "quality",
+        "tbat", "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "convert_smollm2", "quality",
         "quality_table", "sample_table", "figure_5_1", "svd_model", "effective_rank", "table_7_3", "ngram_rank",
         "anisotropy", "table_godey_anisotropy", "rank_constrained_head", "checkpoint_model", "loss_matched",
         "token_states", "token_head", "figure_token_heads", "token_prompts", "figure_token_quality", "all",

@@ -19,7 +19,6 @@ from oversmooth.labels import METHOD_LABELS, METRIC_LABELS
 from oversmooth.logit_tables import iter_logits
 
 STATS = ("mean", "sd", "ci_low", "ci_high")
-GROUP_A, GROUP_B = ("pure", "greedy", "temperature"), ("top_k", "top_p")  # thesis appendix E splits
 OVERSMOOTHING_ROWS = ("tto", "nsmd", "tv", "kl", "kl_eps")
 
 
@@ -102,29 +101,6 @@ def by_method(summary: pd.DataFrame, models: Sequence[str], methods: Sequence[st
 def table_6_1(summary: pd.DataFrame, models: Sequence[str], methods: Sequence[str]) -> pd.DataFrame:
     """Each metric per bottleneck and decoding method, the means averaged over ground truths."""
     return by_method(summary, models, methods, ["mean"])
-
-
-TBAT_TABLES = {"table_e_7": GROUP_A, "table_e_8": GROUP_B}
-
-
-def e_table_names(ground_truths: Sequence[str], methods: Sequence[str]) -> dict[str, tuple[str, list[str]]]:
-    """`table_e_<n>` -> (ground truth, methods): per ground truth in config order, one table for pure,
-    greedy and temperature and one for top-k and top-p (thesis E.1-E.6 split the same way). E.7 and E.8
-    are TBAT's, so a fourth ground truth continues at E.9."""
-    names = {}
-    for g, gt in enumerate(ground_truths):
-        first = 2 * g + 1 if g < 3 else 2 * g + 3
-        for offset, group in enumerate((GROUP_A, GROUP_B)):
-            chosen = [m for m in group if m in methods]
-            if chosen:
-                names[f"table_e_{first + offset}"] = (gt, chosen)
-    return names
-
-
-def tbat_table_names(methods: Sequence[str]) -> dict[str, list[str]]:
-    """`table_e_7` (pure, greedy, temperature) and `table_e_8` (top-k, top-p): TBAT per method."""
-    chosen = {name: [m for m in group if m in methods] for name, group in TBAT_TABLES.items()}
-    return {name: group for name, group in chosen.items() if group}
 
 
 def table_e_tbat(tbat: pd.DataFrame, models: Sequence[str], methods: Sequence[str]) -> pd.DataFrame:

@@ -68,7 +68,7 @@ class Costs:
         "prepare_corpus": 2.0e-8,  # per byte of the sources' budgets
         "unargmaxable": 1.0, "time_metrics": 10.0, "effective_rank": 1.5, "ngram_rank": 1.5, "anisotropy": 1.5,
         "svd_model": 3.0, "checkpoint_model": 1.0, "select_prompts": 3.0, "token_prompts": 5.0,
-        "perplexity_model": 40.0,
+        "convert_smollm2": 40.0,
     })
 
 
@@ -326,7 +326,7 @@ class Planner:
 
 # A job's family is its benchmark folder (results/benchmarks/<family>/), so that estimates and measurements meet;
 # jobs without a benchmark (small CPU jobs, tables and figures) are grouped here.
-UNBENCHMARKED = {"checkpoint_model": "train", "svd_model": "rank", "perplexity_model": "quality",
+UNBENCHMARKED = {"checkpoint_model": "train", "svd_model": "rank", "convert_smollm2": "data",
                  "select_prompts": "data", "token_prompts": "data"}
 
 

@@ -12,22 +12,6 @@ from oversmooth.io import atomic_path
 from oversmooth.labels import METHOD_LABELS
 from oversmooth.metrics_report import relative_frequencies
 
-QUALITY_TABLES = {
-    "table_5_3": ("pure",),
-    "table_6_2": ("pure", "greedy", "temperature"),
-    "table_6_3": ("top_k", "top_p"),
-}
-SAMPLE_TABLES = {
-    "table_5_1": ("pure", "greedy"),
-    "table_5_2": ("top_k", "top_p"),
-    "samples_appendix_g": ("pure", "greedy", "top_k", "top_p", "temperature"),
-}
-SAMPLE_TITLES = {
-    "table_5_1": "Table 5.1: continuations with pure and greedy decoding",
-    "table_5_2": "Table 5.2: continuations with top-k and top-p decoding",
-    "samples_appendix_g": "Appendix G: continuations of every model with every decoding method",
-}
-
 
 def quality_table(summaries: Mapping[str, pd.DataFrame], models: Sequence[str], methods: Sequence[str]) -> pd.DataFrame:
     """One row per model and method (config order), then the Human row."""
@@ -43,13 +27,6 @@ def quality_table(summaries: Mapping[str, pd.DataFrame], models: Sequence[str], 
     table.insert(0, "model", table.pop("model"))
     table["method"] = table["method"].map(lambda m: METHOD_LABELS.get(m, "Human" if m == "human" else m))
     return table.reset_index(drop=True)
-
-
-def nearest_models(models: Sequence[str], wanted: Sequence[int] = (4, 8, 32)) -> list[str]:
-    """The bottlenecked models nearest to k = 4, 8, 32 (the thesis's Tables 5.1, 5.2), without repeats."""
-    ks = {int(m.removeprefix("bn-")): m for m in models if m.startswith("bn-")}
-    chosen = [ks[min(ks, key=lambda k: (abs(k - w), k))] for w in wanted]
-    return list(dict.fromkeys(chosen))
 
 
 def samples_markdown(

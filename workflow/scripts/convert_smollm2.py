@@ -1,4 +1,4 @@
-"""Snakemake adapter: convert the packaged SmolLM2 GGUF once into a transformers folder (rule perplexity_model)."""
+"""Snakemake adapter: convert the packaged SmolLM2 GGUF once into a transformers folder (rule convert_smollm2)."""
 
 from pathlib import Path
 
