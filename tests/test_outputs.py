@@ -17,7 +17,9 @@ from oversmooth.outputs import (
     TABLE,
     TOKEN_SUFFIX,
     output,
+    outputs_list,
     outputs_of,
+    outputs_table,
     planned_outputs,
     registered_outputs,
 )
@@ -113,3 +115,11 @@ def test_every_rule_of_the_report_stage_builds_registered_outputs(repo):
     text = (repo / "rules" / "report.smk").read_text()
     for rule in re.findall(r"^rule (\w+):", text, flags=re.MULTILINE):
         assert rule in rules, f"rule {rule} builds no registered output"
+
+
+def test_the_readme_and_docs_list_the_planned_outputs(repo):
+    config = config_of(repo, "config.yaml")
+    assert outputs_list(config) in (repo / "README.md").read_text(), "regenerate it: make docs"
+    assert outputs_table(config) in (repo / "docs" / "outputs.md").read_text(), "regenerate it: make docs"
+    assert "`table_e_7_tokens`" in outputs_list(config) and "| `figures/figure_4_2.{png,pdf}` | Figure 4.2 |" in (
+        outputs_table(config))

@@ -66,3 +66,9 @@ def test_every_documented_command_works_as_written(document, tmp_path):
         assert result.returncode == 0, f"{document}: `{command}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
         checked += 1
     assert checked or document not in ("README.md", "docs/cluster.md")
+
+
+def test_the_readme_is_short_enough_to_read(repo):
+    lines = (repo / "README.md").read_text().splitlines()
+    assert len(lines) <= 150
+    assert [n for n, line in enumerate(lines, 1) if len(line) > 120] == []

@@ -12,6 +12,7 @@ models or methods a config leaves empty is not planned.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -62,6 +63,48 @@ SAMPLE_TITLES = {
 NEAREST_K = (4, 8, 32)  # Tables 5.1 and 5.2 show the bottlenecks nearest these k
 
 
+# What each output shows (the byte track's; a token-track version shows the same for rank-k heads on the frozen
+# source LM against its full head). The appendix E tables of the metrics share one line.
+SHOWS = {
+    "table_3_1": "held-out loss and accuracy per model",
+    "figure_3_1": "training curves",
+    "figure_godey_singular_entropy": "singular entropy of each head during training, beside the validation loss",
+    "table_4_1": "TTO and NSMD per bottleneck against each ground truth, and TBAT (pure sampling)",
+    "table_4_2": "TV and KL (with its infinite-position count and KL_eps) against each ground truth",
+    "table_6_1": "every metric per bottleneck and decoding method",
+    "table_e": "TTO, NSMD, TV and KL against one ground truth, per decoding method of one group",
+    "table_e_7": "TBAT per decoding method (pure, greedy, temperature)",
+    "table_e_8": "TBAT per decoding method (top-k, top-p)",
+    "table_f_1": "entropy difference per ground truth",
+    "table_7_1": "TTO and NSMD of the SVD-imposed heads",
+    "table_7_2": "TV and KL of the SVD-imposed heads",
+    "table_b": "unargmaxable bytes (tokens) of each head, exact",
+    "table_i_1": "seconds per position of each metric and of TBAT, beside the plain definitions",
+    "table_5_3": "sample quality (MAUVE, perplexity, valid words, repetition, byte TV), pure sampling",
+    "table_6_2": "sample quality per decoding method (pure, greedy, temperature)",
+    "table_6_3": "sample quality per decoding method (top-k, top-p)",
+    "table_h_1": "sample quality of the SVD-imposed heads",
+    "table_5_1": "continuations of one prompt, pure and greedy decoding",
+    "table_5_2": "continuations of one prompt, top-k and top-p decoding",
+    "samples_appendix_g": "continuations of every model with every decoding method",
+    "table_7_3": "effective ranks of logits, probabilities, post- and pre-bottleneck states",
+    "table_godey_ngram_rank": "rank of the data's n-gram log-probability matrix",
+    "table_godey_anisotropy": "anisotropy of the representations per layer",
+    "figure_godey_anisotropy": "anisotropy of the representations per layer",
+    "table_godey_rank_constrained": "a learned rank-r head on the frozen model vs the SVD-imposed one vs from scratch",
+    "figure_godey_rank_loss": "validation loss of learned and SVD-imposed rank-r heads against r",
+    "table_loss_matched": "the family at matched validation loss, from its checkpoints",
+    "figure_loss_matched": "oversmoothing against validation loss along training",
+    "figure_4_1": "every model's next-byte distribution at one position",
+    "figure_4_2": "mean NSMD per target byte, most and least bottlenecked model",
+    "figure_4_3": "argmax frequencies of each model's next-byte distributions",
+    "figure_5_1": "byte frequencies of the samples against human text",
+    "figure_7_1": "the SVD-imposed heads' next-byte distributions at one position",
+    "figure_token_heads": "TTO, NSMD, TV and KL of the rank-k heads against k",
+    "figure_token_quality": "sample quality of the rank-k heads against k",
+}
+
+
 @dataclass(frozen=True)
 class Output:
     """One table or figure: what it is, what builds it, what forms it."""
@@ -82,6 +125,14 @@ class Output:
         if self.kind == FIGURE:
             return (f"figures/{self.name}.png", f"figures/{self.name}.pdf")
         return (f"tables/{self.name}.{'md' if self.kind == SAMPLES else 'csv'}",)
+
+    @property
+    def shows(self) -> str:
+        """What it shows, in a line."""
+        base = self.name.removesuffix(TOKEN_SUFFIX)
+        key = base if base in SHOWS else "table_e" if base.startswith("table_e_") else base
+        text = SHOWS[key]
+        return f"{text}; token track: rank-k heads on the frozen source LM" if base != self.name else text
 
     @property
     def track(self) -> str:
@@ -281,6 +332,31 @@ def registered_outputs(config: Mapping) -> list[Output]:
     first."""
     return [*_model_outputs(config), *_metrics_outputs(config), *_exact_outputs(config), *_quality_outputs(config),
             *_rank_outputs(config), *_training_outputs(config), *_figures(config)]
+
+
+TABLE_BEGIN = "<!-- outputs-table:begin (generated from oversmooth.outputs by `make docs`) -->"
+TABLE_END = "<!-- outputs-table:end -->"
+LIST_BEGIN = "<!-- outputs-list:begin (generated from oversmooth.outputs by `make docs`) -->"
+LIST_END = "<!-- outputs-list:end -->"
+
+
+def outputs_table(config: Mapping) -> str:
+    """docs/outputs.md's table: every output `config` plans, with its thesis counterpart and what it shows."""
+    lines = [TABLE_BEGIN, "| output (`results/`) | thesis | shows | rule |", "|---|---|---|---|"]
+    for entry in planned_outputs(config):
+        where = f"figures/{entry.name}.{{png,pdf}}" if entry.kind == FIGURE else entry.files[0]
+        lines.append(f"| `{where}` | {entry.thesis} | {entry.shows} | `{entry.rule}` |")
+    return "\n".join([*lines, TABLE_END])
+
+
+def outputs_list(config: Mapping, width: int = 118) -> str:
+    """The README's list: the planned outputs under each section of the report, wrapped to `width`."""
+    sections: dict[str, list[str]] = {}
+    for entry in planned_outputs(config):
+        sections.setdefault(entry.category, []).append(f"`{entry.name}`")
+    lines = [textwrap.fill(f"**{section}**: {', '.join(names)}", width, initial_indent="- ", subsequent_indent="  ",
+                           break_on_hyphens=False) for section, names in sections.items()]
+    return "\n".join([LIST_BEGIN, *lines, LIST_END])
 
 
 def planned_outputs(config: Mapping) -> list[Output]:
