@@ -3,15 +3,20 @@ is registered and every registered one it plans, each built by its entry's rule 
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
 import subprocess
 from collections import defaultdict
+from html import unescape
 
 import pytest
-from workflow_helpers import SNAKEMAKE
+from workflow_helpers import SNAKEMAKE, planned_rules
 
 from oversmooth.catalog import deep_update
 from oversmooth.config import load_config
+from oversmooth.names import kind_of
 from oversmooth.outputs import (
     FIGURE,
     TABLE,
@@ -123,3 +128,120 @@ def test_the_readme_and_docs_list_the_planned_outputs(repo):
     assert outputs_table(config) in (repo / "docs" / "outputs.md").read_text(), "regenerate it: make docs"
     assert "`table_e_7_tokens`" in outputs_list(config) and "| `figures/figure_4_2.{png,pdf}` | Figure 4.2 |" in (
         outputs_table(config))
+
+
+STATS = {"mean", "sd", "ci_low", "ci_high", "n", "n_infinite", "n_failed", "n_positions", "s"}
+STAT_SUFFIX = re.compile(r"_(mean|sd|ci_low|ci_high|n)$")
+
+
+def report_captions(html: str) -> dict[str, str]:
+    """Each reported file's caption in a `snakemake --report` page, as plain text."""
+    captions = {}
+    entry = re.compile(r'"(results/[^"]+)": \{"name": "[^"]*", "filename": "[^"]*", "labels": [^,]*, "size": "[^"]*", '
+                       r'"caption": "((?:[^"\\]|\\.)*)"')
+    for match in entry.finditer(html):
+        caption = json.loads(f'"{match[2]}"')
+        captions[match[1]] = unescape(re.sub(r"<[^>]+>", "", caption)).lower()
+    return captions
+
+
+def unnamed_columns(columns: list[str], caption: str) -> list[str]:
+    """The columns a caption does not name: each word of a column's name, less its ground truth in parentheses,
+    its statistic (mean, sd, ci_low, ...) and model names (a column per model), must occur in the caption."""
+    unnamed = []
+    for column in columns:
+        words = [STAT_SUFFIX.sub("", w) for w in re.sub(r"\s*\([^)]*\)$", "", column).split() if w not in STATS]
+        if any(w.lower() not in caption for w in words if not is_model_name(w)):
+            unnamed.append(column)
+    return unnamed
+
+
+def is_model_name(word: str) -> bool:
+    try:
+        kind_of(word)
+    except ValueError:
+        return False
+    return True
+
+
+def test_a_caption_that_leaves_a_column_out_is_caught():
+    caption = "table 4.1: tto and nsmd against each ground truth; columns: bottleneck, model, positions"
+    assert unnamed_columns(["bottleneck", "model", "TTO mean (gt-a)", "NSMD ci_low (gt-a)", "positions"], caption) == []
+    assert unnamed_columns(["TBAT mean", "bn-4", "mauve_ci_high", "mauve_replicates"], caption) == [
+        "TBAT mean", "mauve_ci_high", "mauve_replicates"]
+
+
+@pytest.mark.workflow
+def test_each_table_caption_names_the_columns_its_table_has(smoke_run):
+    repo, workdir, _ = smoke_run
+    report = workdir / "results" / "report.html"
+    if not report.exists():
+        subprocess.run([str(SNAKEMAKE), "-s", str(repo / "Snakefile"), "-d", str(workdir), "--configfile",
+                        str(repo / "config" / "smoke.yaml"), "--report", str(report)], check=True, timeout=600,
+                       capture_output=True)
+    captions = report_captions(report.read_text())
+    tables = [e for e in planned_outputs(config_of(repo, "smoke.yaml")) if e.kind == TABLE]
+    assert len(tables) > 20
+    for entry in tables:
+        path = workdir / "results" / entry.files[0]
+        columns = path.read_text().splitlines()[0].split(",")
+        assert unnamed_columns(columns, captions[f"results/{entry.files[0]}"]) == [], entry.name
+
+
+RECIPE_ENTRY = '''        Output("table_rank_by_model", TABLE, "table_rank_by_model", "thesis §7.2", RANK, "table_rank_by_model",
+               ("rank",), tuple(linear_head_models(config))),
+'''
+RECIPE_RULE = '''
+
+rule table_rank_by_model:
+    input:
+        [rank_path(m, "effective_rank") for m in rows_of("table_rank_by_model")],
+    output:
+        output_files("table_rank_by_model"),
+    params:
+        **library_code("table_rank_by_model"),
+        models=rows_of("table_rank_by_model"),
+    log:
+        log_path("report", "table_rank_by_model"),
+    script:
+        "../workflow/scripts/table_rank_by_model.py"
+'''
+RECIPE_SCRIPT = '''"""Snakemake adapter: every model's effective ranks in one long table."""
+import pandas as pd
+
+from oversmooth.io import write_csv
+
+smk = snakemake  # noqa: F821
+frames = [pd.read_csv(path).assign(model=model) for model, path in zip(smk.params.models, smk.input)]
+write_csv(pd.concat(frames, ignore_index=True), smk.output[0])
+'''
+
+
+@pytest.mark.workflow
+def test_the_add_a_table_recipe_builds_the_table_and_reruns_nothing_else(smoke_run, tmp_path):
+    """docs/architecture.md's recipe, followed on a copy of the repository and of the finished smoke run: one
+    registry entry, one rule, one adapter, one caption; Snakemake then plans that table and nothing else."""
+    repo, workdir, _ = smoke_run
+    copy, run = tmp_path / "repo", tmp_path / "run"
+    shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".venv", "results", ".snakemake", ".git", "__pycache__",
+                                                              ".pytest_cache", ".ruff_cache"))
+    shutil.copytree(workdir, run, symlinks=True)
+    outputs = copy / "src" / "oversmooth" / "outputs.py"
+    text = outputs.read_text()
+    anchor = '        Output("table_godey_ngram_rank", TABLE,'
+    text = text.replace(anchor, RECIPE_ENTRY + anchor, 1)
+    text = text.replace('SHOWS = {\n', 'SHOWS = {\n    "table_rank_by_model": "every model\'s effective ranks",\n', 1)
+    outputs.write_text(text)
+    (copy / "rules" / "report.smk").write_text((copy / "rules" / "report.smk").read_text() + RECIPE_RULE)
+    (copy / "workflow" / "scripts" / "table_rank_by_model.py").write_text(RECIPE_SCRIPT)
+    (copy / "workflow" / "report" / "table_rank_by_model.rst").write_text("**Effective ranks by model**.\n")
+    env = {**os.environ, "PYTHONPATH": str(copy / "src")}
+    command = [str(SNAKEMAKE), "-s", str(copy / "Snakefile"), "-d", str(run), "--configfile",
+               str(copy / "config" / "smoke.yaml"), "--cores", "2"]
+    dry = subprocess.run([*command, "-n", "all"], capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert planned_rules(dry.stdout) == {"table_rank_by_model", "all"}
+    built = subprocess.run([*command, "all"], capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert built.returncode == 0, built.stdout + built.stderr
+    table = (run / "results" / "tables" / "table_rank_by_model.csv").read_text().splitlines()
+    assert table[0].endswith(",model") and len(table) > len(config_of(repo, "smoke.yaml")["bottlenecks"])

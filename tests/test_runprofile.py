@@ -117,6 +117,8 @@ def test_stage_sums_and_shares(tmp_path, repo):
     assert table.loc["logits", "start_up_share"] == pytest.approx(4 / 20)
     assert table.loc["total", "jobs"] == 4 and table.loc["total", "start_up_s"] == pytest.approx(7.0)
     assert table.loc["total", "wall_s"] == pytest.approx(10 + 60 + 4 + 20)
+    instant = stage_table(frame.assign(wall_s=0.0))  # a job within one second of Snakemake's log has no share
+    assert instant["start_up_share"].isna().all()
 
 
 def test_the_report_reads_the_latest_run_that_ran_jobs_and_shows_the_wait_on_its_critical_path(tmp_path, repo):

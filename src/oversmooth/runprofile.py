@@ -166,7 +166,7 @@ def stage_table(frame: pd.DataFrame, by: str = "stage") -> pd.DataFrame:
     table.insert(0, "jobs", frame.groupby(by).size())
     table.loc["total"] = table.sum(min_count=1)
     table["start_up_per_job_s"] = table["start_up_s"] / table["jobs"]
-    table["start_up_share"] = table["start_up_s"] / table["wall_s"]
+    table["start_up_share"] = table["start_up_s"] / table["wall_s"].where(table["wall_s"] > 0)  # the log has seconds
     table["sys_share"] = table["sys_s"] / (table["user_s"] + table["sys_s"])
     return table.sort_values("wall_s", ascending=False, kind="stable")
 
