@@ -17,7 +17,9 @@ def test_env_files_agree_with_pyproject(repo):
     declared = _pins(project["dependencies"] + sum(project["optional-dependencies"].values(), []))
     nodeps = [line for line in (repo / "requirements-nodeps.txt").read_text().splitlines() if line.strip() and not line.startswith("#")]
     declared |= _pins(nodeps)
-    assert len(declared) == len(project["dependencies"]) + 1 + len(nodeps), "every dependency must be pinned with =="
+    optional = sum(project["optional-dependencies"].values(), [])
+    assert len(declared) == len(project["dependencies"]) + len(optional) + len(nodeps), (
+        "every dependency must be pinned with ==")
     env_files = sorted((repo / "envs").glob("*.yaml"))
     assert env_files
     for env_file in env_files:

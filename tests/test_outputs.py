@@ -232,7 +232,9 @@ def test_the_add_a_table_recipe_builds_the_table_and_reruns_nothing_else(smoke_r
     text = text.replace(anchor, RECIPE_ENTRY + anchor, 1)
     text = text.replace('SHOWS = {\n', 'SHOWS = {\n    "table_rank_by_model": "every model\'s effective ranks",\n', 1)
     outputs.write_text(text)
-    (copy / "rules" / "report.smk").write_text((copy / "rules" / "report.smk").read_text() + RECIPE_RULE)
+    report_rules = (copy / "rules" / "report.smk").read_text()
+    report_rules = report_rules.replace("localrules:\n", "localrules:\n    table_rank_by_model,\n", 1)
+    (copy / "rules" / "report.smk").write_text(report_rules + RECIPE_RULE)
     (copy / "workflow" / "scripts" / "table_rank_by_model.py").write_text(RECIPE_SCRIPT)
     (copy / "workflow" / "report" / "table_rank_by_model.rst").write_text("**Effective ranks by model**.\n")
     env = {**os.environ, "PYTHONPATH": str(copy / "src")}

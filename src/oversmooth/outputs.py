@@ -6,8 +6,9 @@ figure), the decoding methods it shows and the stages of `results/` it reads. `r
 rules' wildcards and models, and the docs' list of outputs all come from `planned_outputs(config)`; adding a table
 is one entry here and one builder (a rule and its script).
 
-The token track's versions of byte-track tables carry the track in the name (`table_4_1_tokens`); an output whose
-models or methods a config leaves empty is not planned.
+The token track's versions of byte-track tables carry the track in the name (`table_4_1_tokens`) and are planned
+only with a token track (its sample-quality versions only where it samples a method they show); the SVD heads'
+outputs only with `svd.ranks`, the loss-matched ones only with `checkpoints.iterations`.
 """
 
 from __future__ import annotations
@@ -69,24 +70,24 @@ SHOWS = {
     "table_3_1": "held-out loss and accuracy per model",
     "figure_3_1": "training curves",
     "figure_godey_singular_entropy": "singular entropy of each head during training, beside the validation loss",
-    "table_4_1": "TTO and NSMD per bottleneck against each ground truth, and TBAT (pure sampling)",
+    "table_4_1": "TTO and NSMD per bottleneck against each ground truth, and TBAT",
     "table_4_2": "TV and KL (with its infinite-position count and KL_eps) against each ground truth",
     "table_6_1": "every metric per bottleneck and decoding method",
-    "table_e": "TTO, NSMD, TV and KL against one ground truth, per decoding method of one group",
-    "table_e_7": "TBAT per decoding method (pure, greedy, temperature)",
-    "table_e_8": "TBAT per decoding method (top-k, top-p)",
+    "table_e": "TTO, NSMD, TV and KL against one ground truth, per decoding method",
+    "table_e_7": "TBAT per decoding method",
+    "table_e_8": "TBAT per decoding method",
     "table_f_1": "entropy difference per ground truth",
     "table_7_1": "TTO and NSMD of the SVD-imposed heads",
     "table_7_2": "TV and KL of the SVD-imposed heads",
     "table_b": "unargmaxable bytes (tokens) of each head, exact",
     "table_i_1": "seconds per position of each metric and of TBAT, beside the plain definitions",
-    "table_5_3": "sample quality (MAUVE, perplexity, valid words, repetition, byte TV), pure sampling",
-    "table_6_2": "sample quality per decoding method (pure, greedy, temperature)",
-    "table_6_3": "sample quality per decoding method (top-k, top-p)",
+    "table_5_3": "sample quality (MAUVE, perplexity, valid words, repetition, byte TV)",
+    "table_6_2": "sample quality per decoding method",
+    "table_6_3": "sample quality per decoding method",
     "table_h_1": "sample quality of the SVD-imposed heads",
-    "table_5_1": "continuations of one prompt, pure and greedy decoding",
-    "table_5_2": "continuations of one prompt, top-k and top-p decoding",
-    "samples_appendix_g": "continuations of every model with every decoding method",
+    "table_5_1": "continuations of one prompt",
+    "table_5_2": "continuations of one prompt",
+    "samples_appendix_g": "continuations of every model",
     "table_7_3": "effective ranks of logits, probabilities, post- and pre-bottleneck states",
     "table_godey_ngram_rank": "rank of the data's n-gram log-probability matrix",
     "table_godey_anisotropy": "anisotropy of the representations per layer",
@@ -130,9 +131,10 @@ class Output:
     def shows(self) -> str:
         """What it shows, in a line."""
         base = self.name.removesuffix(TOKEN_SUFFIX)
-        key = base if base in SHOWS else "table_e" if base.startswith("table_e_") else base
-        text = SHOWS[key]
-        return f"{text}; token track: rank-k heads on the frozen source LM" if base != self.name else text
+        text = SHOWS["table_e" if base not in SHOWS and base.startswith("table_e_") else base]
+        if base != self.name:
+            text = f"{_thesis_name(base)}'s view of rank-k heads on the frozen source LM against its full head"
+        return f"{text} ({', '.join(self.methods)})" if self.methods else text
 
     @property
     def track(self) -> str:
@@ -244,7 +246,7 @@ def _exact_outputs(config: Mapping) -> list[Output]:
                       tuple(bottleneck_models(config)))]
     heads = tuple(token_heads_at(config, "unargmaxable_ranks"))
     outputs.append(Output("table_b" + TOKEN_SUFFIX, TABLE, "table_b", "Tables B.1, B.2, token track", EXACT,
-                          "table_b", ("unargmaxable", "tokens", "quality"), heads, planned=bool(heads)))
+                          "table_b", ("unargmaxable", "tokens", "data"), heads, planned=bool(heads)))
     outputs.append(Output("table_i_1", TABLE, "table_i_1", "Table I.1", EXACT, "table_i_1", ("timing",),
                           tuple(main_bottleneck_models(config))))
     return outputs
