@@ -23,6 +23,15 @@ check_paths(config)
 
 
 include: "rules/common.smk"
+include: "rules/helpers/data.smk"
+include: "rules/helpers/train.smk"
+include: "rules/helpers/tokens.smk"
+include: "rules/helpers/logits.smk"
+include: "rules/helpers/metrics.smk"
+include: "rules/helpers/tbat.smk"
+include: "rules/helpers/rank.smk"
+include: "rules/helpers/sampling.smk"
+include: "rules/helpers/report.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/logits.smk"

@@ -1,6 +1,6 @@
 # What the rules share: the library code a rule runs, the scheduling order, the registry of tables and figures
 # (oversmooth.outputs) as the rules use it, the inputs that several stages read, and job resources. Paths are
-# oversmooth.layout's; each stage's own helpers are in its .smk file.
+# oversmooth.layout's; each stage's own helpers are in rules/helpers/<stage>.smk.
 
 from oversmooth.catalog import (
     bottleneck_models,

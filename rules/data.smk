@@ -1,11 +1,6 @@
 # Data stage: sources -> document-level split -> byte shards, eval pool, prompts (thesis §3.1, §4.2).
 
 
-def local_source_files(wildcards=None):
-    """Local files read by `files` sources (folders expanded), so that editing one of them reruns the data stage."""
-    return [path for source in config["data"]["sources"] if source["kind"] == "files" for path in source_files(source)]
-
-
 rule prepare_corpus:
     input:
         local_source_files,

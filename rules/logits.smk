@@ -2,11 +2,6 @@
 # A GPU rule at thesis scale (resources.inference_gpus).
 
 
-def logits_inputs(wildcards):
-    """The evaluation prompts, and the checkpoint of a model trained here."""
-    return {"prompts": data_path("prompts.parquet"), **checkpoint_input(wildcards.model)}
-
-
 rule extract_logits:
     input:
         unpack(logits_inputs),

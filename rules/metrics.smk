@@ -2,23 +2,6 @@
 # against its source's full head), after each decoding transform. A CPU rule.
 
 
-def metrics_inputs(wildcards):
-    """Two logits files; for a token-track head, the cached evaluation states, its factors and the source LM."""
-    if not is_token_model(wildcards.model):
-        return {"model": logits_path(wildcards.model), "ground_truth": logits_path(wildcards.gt)}
-    if wildcards.gt != TOKEN_REFERENCE:
-        raise ValueError(f"{wildcards.model} is a token-track head: it is measured against {TOKEN_REFERENCE} only")
-    return {"states": token_states_path("eval"), "head": token_head_path(wildcards.model), "lm": token_source_input()}
-
-
-def decoding_for(model):
-    """The decoding settings a model is sampled and measured with: every method in `decoding.methods`, or for an
-    SVD-imposed head only `svd.decoding` (thesis Tables 7.1, 7.2 and H.1 use pure sampling)."""
-    if model.startswith("svd-r"):
-        return {**config["decoding"], "methods": config["svd"]["decoding"]}
-    return config["decoding"]
-
-
 rule oversmoothing_metrics:
     input:
         unpack(metrics_inputs),

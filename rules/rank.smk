@@ -2,21 +2,6 @@
 # rank of the data. CPU rules.
 
 
-def scratch_ranks():
-    """The SVD ranks at which a bottleneck was also trained from scratch (`bn-<r>` in the family)."""
-    return [k for k in config["svd"]["ranks"] if k in config["bottlenecks"]]
-
-
-def rank_constrained_inputs(wildcards):
-    """The source model, the shards, and each bottleneck trained from scratch at one of the SVD ranks."""
-    return {
-        "source": model_path(svd_source(config), "best.pt"),
-        "train": data_path("train.bin"),
-        "val": data_path("val.bin"),
-        "scratch": [model_path(f"bn-{k}", "best.pt") for k in scratch_ranks()],
-    }
-
-
 rule svd_model:
     input:
         checkpoint=model_path(svd_source(config), "best.pt"),

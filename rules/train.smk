@@ -2,29 +2,6 @@
 # truths gt-<name> (thesis ch. 3); and the token track's rank-k heads tok-<kind>-r<k> on a frozen source LM.
 
 
-def training_params(model):
-    """`params.settings` of a training job: its model and train settings, less those that decide only how it runs
-    (threads, iterations per job)."""
-    settings = training_settings(config, model)
-    return {**settings, "train": settings_without_threads(settings["train"])}
-
-
-def training_inputs(model, until=None):
-    """A training job's inputs: the shards, and the state of the segment before it (none for the first job).
-    `until`: the end of a segment job; None for the job that finishes the training."""
-    ends = segment_ends(training_settings(config, model)["train"])
-    before = [end for end in ends if until is None or end < until]
-    if until is not None and until not in ends:
-        raise ValueError(f"{model}: no training segment ends at iteration {until} (ends: {ends})")
-    inputs = {"train": data_path("train.bin"), "val": data_path("val.bin")}
-    return {**inputs, "previous": segment_path(model, before[-1])} if before else inputs
-
-
-def evaluation_inputs(wildcards):
-    """The evaluation pool, and the checkpoint of a model trained here."""
-    return {"eval_docs": data_path("eval_docs.parquet"), **checkpoint_input(wildcards.model)}
-
-
 wildcard_constraints:
     model=pattern("bottleneck", "checkpoint", "mos", "svd", "ground_truth", "token_head", "token_reference"),
 

@@ -664,7 +664,7 @@ def test_the_token_track_samples_every_head_and_the_full_head_and_scores_them_ag
     results = workdir / "results"
     prompts = pq.read_table(results / "tokens" / "prompts.parquet").to_pandas()
     assert len(prompts) == 8 and {len(p) for p in prompts["prefix_ids"]} == {8}  # config/smoke.yaml: tokens.sampling
-    tokenizer = load_tokenizer(results / "quality" / "smollm2")
+    tokenizer = load_tokenizer(results / "data" / "smollm2")
     for model in [*TOKEN_HEADS, "tok-full"]:
         samples = pq.read_table(results / "samples" / f"{model}.parquet")
         assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 2, model  # methods pure, top_p
@@ -706,7 +706,7 @@ def test_the_bytes_prompts_skip_by_default_are_those_smollm2_cannot_spell(smoke_
     from oversmooth.tokenmarginal import unspellable_bytes
 
     _, workdir, _ = smoke_run
-    found = unspellable_bytes("gt-smollm2", workdir / "results" / "quality" / "smollm2")
+    found = unspellable_bytes("gt-smollm2", workdir / "results" / "data" / "smollm2")
     assert found == load_config(repo / "config" / "config.yaml")["eval"]["unspellable_bytes"]
     assert len(found) == 21 and {0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xF1, 0xF2} <= set(found)
 

@@ -1,0 +1,36 @@
+# The sampling stage's helpers (rules/sampling.smk): its input functions and the settings its rules pass on.
+# Snakemake keeps functions and rules in separate files (snakemake --lint).
+
+
+def sampling_decoding_for(model):
+    """The decoding settings a model is sampled with: `decoding_for`, or for the token track (which measures every
+    method) `tokens.sampling.methods`."""
+    if is_token_model(model):
+        return {**config["decoding"], "methods": token_methods(config)}
+    return decoding_for(model)
+
+
+def sample_inputs(wildcards):
+    """A byte-level model's prompts and checkpoint; a token-track model's prompts, source LM and (for a rank-k head)
+    its factors."""
+    model = wildcards.model
+    if not is_token_model(model):
+        return logits_inputs(wildcards)
+    head = {} if model == TOKEN_REFERENCE else {"head": token_head_path(model)}
+    return {"prompts": token_prompts_path(), "lm": token_source_input(), **head}
+
+
+def sampling_settings(model):
+    """What a model's samples depend on: `sampling`, or for the token track `tokens.sampling` and its source."""
+    if is_token_model(model):
+        return {**config["tokens"]["sampling"], "source": config["tokens"]["source"]}
+    return config["sampling"]
+
+
+def quality_inputs(wildcards):
+    inputs = {"prompts": prompts_of(wildcards.model)}
+    if wildcards.model not in ("human", TOKEN_HUMAN):
+        inputs["samples"] = samples_path(wildcards.model)
+    if config["quality"]["perplexity_model"] == "smollm2":
+        inputs["lm"] = smollm2_path()
+    return inputs

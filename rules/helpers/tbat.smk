@@ -1,0 +1,24 @@
+# The tbat stage's helpers (rules/tbat.smk): its input functions and the settings its rules pass on.
+# Snakemake keeps functions and rules in separate files (snakemake --lint).
+
+
+def unargmaxable_inputs(wildcards):
+    """A bottleneck's checkpoint, or a token-track head's factors."""
+    if is_token_model(wildcards.model):
+        return {"head": token_head_path(wildcards.model)}
+    return {"checkpoint": model_path(wildcards.model, "best.pt")}
+
+
+def tbat_inputs(wildcards):
+    """A bottleneck's logits and checkpoint, or a token-track head's evaluation states and factors."""
+    if is_token_model(wildcards.model):
+        return {"states": token_states_path("eval"), "head": token_head_path(wildcards.model)}
+    return {"logits": logits_path(wildcards.model), "checkpoint": model_path(wildcards.model, "best.pt")}
+
+
+def tbat_settings(wildcards):
+    """`tbat` without its threads; a token-track head's positions are `tokens.tbat_positions`."""
+    settings = settings_without_threads(config["tbat"])
+    if is_token_model(wildcards.model):
+        settings["positions"] = config["tokens"]["tbat_positions"]
+    return settings
