@@ -1,5 +1,5 @@
 # Training stage: the bottlenecked family bn-<k>, its Mixture-of-Softmaxes members mos-<k>, and nanogpt ground
-# truths gt-<name> (thesis ch. 3); and the token track's rank-k heads tok-<kind>-r<k> on a frozen source LM.
+# truths gt-<name> (thesis ch. 3). The token track's heads are rules/tokens.smk's.
 
 
 wildcard_constraints:

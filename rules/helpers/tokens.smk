@@ -1,4 +1,4 @@
-# The tokens stage's helpers (rules/tokens.smk): its input functions and the settings its rules pass on.
+# The token track's helpers (rules/tokens.smk): its input functions and the settings its rules pass on.
 # Snakemake keeps functions and rules in separate files (snakemake --lint).
 
 
