@@ -112,10 +112,10 @@ def reported(path, name):
 def rule_reported(path, rule):
     """`path` of a rule that builds several outputs through a wildcard, reported with the one caption and report
     section they share."""
-    names = list(outputs_of(config, rule))
-    if len({(o.caption, o.category) for o in outputs_of(config, rule).values()}) != 1:
-        raise ValueError(f"the outputs {names} of rule {rule} need one caption and one report section")
-    return reported(path, names[0])
+    built = outputs_of(config, rule)
+    if len({(o.caption, o.category) for o in built.values()}) != 1:
+        raise ValueError(f"the outputs {list(built)} of rule {rule} need one caption and one report section")
+    return reported(path, next(iter(built)))
 
 
 def output_files(name):
@@ -141,10 +141,11 @@ def loaded_ground_truth(model):
     return None
 
 
-def token_model_input(gt):
-    """The file that stands for a `token` ground truth's model folder: the converted SmolLM2, or the folder's
-    config.json (a missing folder is then a missing input, named by Snakemake)."""
-    return smollm2_path() if gt["path"] == "smollm2" else f"{gt['path']}/config.json"
+def lm_folder_input(path):
+    """The file that stands for a local LM folder setting (a `token` ground truth's `path`, `tokens.source`): the
+    converted SmolLM2 for `smollm2`, else the folder's config.json (a missing folder is then a missing input, named
+    by Snakemake)."""
+    return smollm2_path() if path == "smollm2" else f"{path}/config.json"
 
 
 def checkpoint_input(model):
@@ -152,7 +153,7 @@ def checkpoint_input(model):
     gt = loaded_ground_truth(model)
     if gt is None:
         return {"checkpoint": model_path(model, "best.pt")}
-    return {"lm": token_model_input(gt)} if gt["kind"] == "token" else {}
+    return {"lm": lm_folder_input(gt["path"])} if gt["kind"] == "token" else {}
 
 
 def references_of(model):
@@ -168,8 +169,7 @@ def metric_pairs(models=None):
 
 def token_source_input():
     """The file that stands for the token track's source model folder (`tokens.source`)."""
-    source = config["tokens"]["source"]
-    return smollm2_path() if source == "smollm2" else f"{source}/config.json"
+    return lm_folder_input(config["tokens"]["source"])
 
 
 def prompts_of(model):

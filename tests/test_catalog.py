@@ -1,6 +1,7 @@
 """The models of a config: names, settings, which tables they join."""
 
 import pytest
+from workflow_helpers import repo_config
 
 from oversmooth import catalog
 from oversmooth.catalog import (
@@ -88,8 +89,7 @@ def test_seed_runs_join_every_bottleneck_list_with_their_own_seed_and_the_shared
 
 @pytest.mark.parametrize("name", ["config.yaml", "smoke.yaml", "thesis.yaml", "pilot.yaml"])
 def test_every_name_the_catalog_builds_follows_the_grammar_of_names(repo, name):
-    paths = [repo / "config" / "config.yaml"] + ([] if name == "config.yaml" else [repo / "config" / name])
-    config = load_config(*paths)
+    config = repo_config(name)
     built = {
         "bottleneck": catalog.bottleneck_models(config),
         "checkpoint": catalog.checkpoint_models(config),

@@ -12,10 +12,9 @@ from collections import defaultdict
 from html import unescape
 
 import pytest
-from workflow_helpers import SNAKEMAKE, planned_rules
+from workflow_helpers import SNAKEMAKE, planned_rules, repo_config
 
 from oversmooth.catalog import deep_update
-from oversmooth.config import load_config
 from oversmooth.names import kind_of
 from oversmooth.outputs import (
     FIGURE,
@@ -30,11 +29,6 @@ from oversmooth.outputs import (
 )
 
 CONFIGS = ("config.yaml", "smoke.yaml", "thesis.yaml", "pilot.yaml")
-
-
-def config_of(repo, name):
-    paths = [repo / "config" / "config.yaml"] + ([] if name == "config.yaml" else [repo / "config" / name])
-    return load_config(*paths)
 
 
 def planned_files(dry_run: str) -> dict[str, tuple[str, list[str]]]:
@@ -60,7 +54,7 @@ def test_snakemake_plans_exactly_the_registered_outputs_each_by_its_rule(repo, t
                           str(repo / "config" / name), "-n", "-F", "all"],
                          capture_output=True, text=True, timeout=600, check=True).stdout
     planned = planned_files(dry)
-    entries = {file: entry for entry in planned_outputs(config_of(repo, name)) for file in entry.files}
+    entries = {file: entry for entry in planned_outputs(repo_config(name)) for file in entry.files}
     assert set(planned) == set(entries)
     for file, (rule, inputs) in planned.items():
         entry = entries[file]
@@ -71,7 +65,7 @@ def test_snakemake_plans_exactly_the_registered_outputs_each_by_its_rule(repo, t
 
 @pytest.mark.parametrize("name", CONFIGS)
 def test_each_entry_is_one_file_set_built_by_a_script_and_captioned(repo, name):
-    config = config_of(repo, name)
+    config = repo_config(name)
     entries = registered_outputs(config)
     assert len({e.name for e in entries}) == len(entries)
     for entry in entries:
@@ -86,11 +80,11 @@ def test_each_entry_is_one_file_set_built_by_a_script_and_captioned(repo, name):
 
 
 def test_the_token_track_svd_and_checkpoints_plan_their_outputs_only_when_set(repo):
-    config = config_of(repo, "config.yaml")
+    config = repo_config("config.yaml")
     full = {o.name for o in planned_outputs(config)}
     assert {"table_4_1_tokens", "table_e_7_tokens", "table_b_tokens", "figure_token_heads", "table_7_1",
             "figure_7_1", "table_h_1", "table_loss_matched"} <= full
-    bare = deep_update(config_of(repo, "config.yaml"),
+    bare = deep_update(repo_config("config.yaml"),
                        {"tokens": {"ranks": []}, "svd": {"ranks": []}, "checkpoints": {"iterations": []}})
     names = {o.name for o in planned_outputs(bare)}
     assert not any(n.endswith(TOKEN_SUFFIX) or n.startswith("figure_token") for n in names)
@@ -102,7 +96,7 @@ def test_the_token_track_svd_and_checkpoints_plan_their_outputs_only_when_set(re
 
 
 def test_rows_follow_the_thesis_tables(repo):
-    config = config_of(repo, "config.yaml")
+    config = repo_config("config.yaml")
     ks = config["bottlenecks"]
     assert output(config, "table_4_1").rows[:len(ks)] == tuple(f"bn-{k}" for k in ks)
     assert output(config, "table_e_7").rows == tuple(f"bn-{k}" for k in ks)  # TBAT: one linear head, no MoS
@@ -115,7 +109,7 @@ def test_rows_follow_the_thesis_tables(repo):
 
 def test_every_rule_of_the_report_stage_builds_registered_outputs(repo):
     rules = defaultdict(list)
-    for entry in registered_outputs(config_of(repo, "config.yaml")):
+    for entry in registered_outputs(repo_config("config.yaml")):
         rules[entry.rule].append(entry.name)
     text = (repo / "rules" / "report.smk").read_text()
     for rule in re.findall(r"^rule (\w+):", text, flags=re.MULTILINE):
@@ -123,7 +117,7 @@ def test_every_rule_of_the_report_stage_builds_registered_outputs(repo):
 
 
 def test_the_readme_and_docs_list_the_planned_outputs(repo):
-    config = config_of(repo, "config.yaml")
+    config = repo_config("config.yaml")
     assert outputs_list(config) in (repo / "README.md").read_text(), "regenerate it: make docs"
     assert outputs_table(config) in (repo / "docs" / "outputs.md").read_text(), "regenerate it: make docs"
     assert "`table_e_7_tokens`" in outputs_list(config) and "| `figures/figure_4_2.{png,pdf}` | Figure 4.2 |" in (
@@ -180,7 +174,7 @@ def test_each_table_caption_names_the_columns_its_table_has(smoke_run):
                         str(repo / "config" / "smoke.yaml"), "--report", str(report)], check=True, timeout=600,
                        capture_output=True)
     captions = report_captions(report.read_text())
-    tables = [e for e in planned_outputs(config_of(repo, "smoke.yaml")) if e.kind == TABLE]
+    tables = [e for e in planned_outputs(repo_config("smoke.yaml")) if e.kind == TABLE]
     assert len(tables) > 20
     for entry in tables:
         path = workdir / "results" / entry.files[0]
@@ -246,4 +240,4 @@ def test_the_add_a_table_recipe_builds_the_table_and_reruns_nothing_else(smoke_r
     built = subprocess.run([*command, "all"], capture_output=True, text=True, env=env, timeout=600, check=False)
     assert built.returncode == 0, built.stdout + built.stderr
     table = (run / "results" / "tables" / "table_rank_by_model.csv").read_text().splitlines()
-    assert table[0].endswith(",model") and len(table) > len(config_of(repo, "smoke.yaml")["bottlenecks"])
+    assert table[0].endswith(",model") and len(table) > len(repo_config("smoke.yaml")["bottlenecks"])

@@ -8,8 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from oversmooth.config import load_config
+
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+
+
+def repo_config(name: str, repo: Path = REPO) -> dict:
+    """A config of the repository as Snakemake reads it: config/config.yaml, with config/<name> over it."""
+    overlays = [] if name == "config.yaml" else [repo / "config" / name]
+    return load_config(repo / "config" / "config.yaml", *overlays)
 
 
 def snakemake_command(workdir: Path, *args: str, overrides=(), repo: Path = REPO) -> list[str]:

@@ -136,10 +136,6 @@ class Output:
             text = f"{_thesis_name(base)}'s view of rank-k heads on the frozen source LM against its full head"
         return f"{text} ({', '.join(self.methods)})" if self.methods else text
 
-    @property
-    def track(self) -> str:
-        return "token" if self.name.endswith(TOKEN_SUFFIX) or self.name.startswith("figure_token") else "byte"
-
 
 def _chosen(methods: tuple[str, ...], allowed: list[str]) -> tuple[str, ...]:
     return tuple(m for m in methods if m in allowed)
