@@ -28,7 +28,9 @@ from oversmooth.decoding import Decoding, nucleus_mask
 from oversmooth.reference import nucleus_mask_by_sort
 from oversmooth.sampling import TokenHeadStepper, UncachedStepper, generate, uniforms_for
 from oversmooth.timing import seconds
-from oversmooth.tokenheads import final_hidden_states, output_weight, shard_token_ids, svd_head
+from oversmooth.tokenfit import svd_head
+from oversmooth.tokenheads import output_weight
+from oversmooth.tokenstates import final_hidden_states, shard_token_ids
 
 
 def best_of(rounds: int, fn) -> float:

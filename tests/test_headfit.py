@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from oversmooth.checkpoints import save_torch
-from oversmooth.headfit import HeadFitSettings, LowRankHead, rank_loss_table
-from oversmooth.model import GPT, GPTConfig
+from oversmooth.headfit import HeadFitSettings, rank_loss_table
+from oversmooth.model import GPT, GPTConfig, LowRankHead
 
 
 def save(path, bottleneck, seed):

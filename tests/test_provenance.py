@@ -80,6 +80,15 @@ def test_plotting_code_is_run_by_figure_scripts_only():
     ("metrics_report", {"metrics_table", "loss_matched", "quality_table", "sample_table"} | FIGURE_SCRIPTS),
     ("quality_report", {"quality_table", "sample_table", "figure_5_1"}),
     ("report", {"table_3_1"}),
+    # the metrics: the jobs that compute them, TBAT and quality (which summarise with them) and the tables and
+    # figures of their summaries; no sampler, token-track state or head, or Table B
+    ("metrics", {"oversmoothing_metrics", "tbat", "time_metrics", "table_i_1", "quality", "metrics_table",
+                 "loss_matched", "quality_table", "sample_table"} | FIGURE_SCRIPTS),
+    # the token track: fitting a head, computing the source's states, comparing a head with the full head
+    ("tokenfit", {"token_head"}),
+    ("tokenstates", {"token_states"}),
+    ("tokenmetrics", {"oversmoothing_metrics"}),
+    ("headfit", {"rank_constrained_head", "token_head"}),
 ])
 def test_analysis_code_is_run_by_the_scripts_that_use_it_only(module, scripts):
     assert scripts_running(module) == scripts
@@ -91,6 +100,9 @@ def test_analysis_jobs_do_not_run_plotting_training_or_corpus_code():
     # the byte track's tables, quality and timings load no model of the token track or the corpus
     for script in ("time_metrics", "metrics_table", "quality", "quality_table", "table_i_1"):
         assert not closure(script) & {"plotting", "bytelm", "tokenmarginal", "logits", "headfit", "tokenheads"}, script
+    # the jobs that read or sample a rank-k head (both tracks) do not run the code that fits or draws one
+    for script in ("oversmoothing_metrics", "tbat", "sample", "unargmaxable", "table_b"):
+        assert not closure(script) & {"headfit", "tokenfit", "tokenstates", "rank", "plotting", "train"}, script
     # the token track's heads on a frozen pretrained LM do not depend on this pipeline's training code
     assert not closure("token_head") & {"train", "data", "cluster"}
 

@@ -14,26 +14,20 @@ from oversmooth.io import read_parquet
 from oversmooth.logit_tables import sample_positions
 from oversmooth.metrics import oversmoothing, write_position_metrics
 from oversmooth.sampling import TokenHeadStepper, UncachedStepper, generate, uniforms_for
+from oversmooth.tokenfit import build_head, learned_head, svd_head
 from oversmooth.tokenheads import (
     TokenTrackError,
-    build_head,
-    final_hidden_states,
-    head_logprob_chunks,
     head_loss,
     head_matrix,
-    learned_head,
     load_head,
     output_weight,
-    oversmoothing_against_full,
-    prompt_states,
-    prompt_tokens,
     read_states,
     sampled_state_rows,
     save_head,
-    shard_states,
-    svd_head,
     write_states,
 )
+from oversmooth.tokenmetrics import head_logprob_chunks, oversmoothing_against_full
+from oversmooth.tokenstates import final_hidden_states, prompt_states, prompt_tokens, shard_states
 
 
 @pytest.fixture(scope="module")

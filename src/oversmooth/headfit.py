@@ -18,9 +18,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from oversmooth.bytelm import inference_device
 from oversmooth.checkpoints import load_model
-from oversmooth.model import GPT, sample_windows
+from oversmooth.model import GPT, LowRankHead, inference_device, sample_windows
 from oversmooth.rank import truncated_head
 
 log = logging.getLogger(__name__)
@@ -39,20 +38,6 @@ class HeadTraining:
 @dataclass(frozen=True)
 class HeadFitSettings(HeadTraining):
     eval_windows: int = 0  # validation windows that score each head
-
-
-class LowRankHead(torch.nn.Module):
-    """logits = A · (B · h): rank at most r."""
-
-    def __init__(self, n_embd: int, rank: int, vocab_size: int = 256):
-        super().__init__()
-        self.down = torch.nn.Linear(n_embd, rank, bias=False)  # B
-        self.up = torch.nn.Linear(rank, vocab_size, bias=False)  # A
-        for layer in (self.down, self.up):
-            torch.nn.init.normal_(layer.weight, std=0.02)
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return self.up(self.down(h))
 
 
 @torch.no_grad()

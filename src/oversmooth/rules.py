@@ -8,8 +8,9 @@ from pathlib import Path
 
 import torch
 
-from oversmooth.bytelm import ByteLM, GPTByteLM, inference_device, load_hf_byte_lm
+from oversmooth.bytelm import ByteLM, GPTByteLM, load_hf_byte_lm
 from oversmooth.checkpoints import load_model
+from oversmooth.model import inference_device
 from oversmooth.tokenmarginal import MarginalSettings, check_spelled_text, load_token_byte_lm
 
 
@@ -25,15 +26,6 @@ def rule_byte_lm(smk) -> ByteLM:
     if entry is not None and entry["kind"] == "token":
         check_spelled_text(lm.name, lm.vocab, smk.config["eval"]["unspellable_bytes"])
     return lm
-
-
-def rule_token_source(smk):
-    """(model, tokenizer) of the token track's frozen source LM, the folder of the job's `lm` input; on CUDA when
-    present, else on the job's CPU threads."""
-    from oversmooth.causallm import load_causal_lm  # transformers loads only for the jobs that need it
-
-    torch.set_num_threads(smk.threads)
-    return load_causal_lm(Path(smk.input.lm).parent, device=inference_device(), config_key="tokens.source")
 
 
 def load_byte_lm(

@@ -7,8 +7,9 @@ from oversmooth.decoding import decodings_from_config
 from oversmooth.io import write_csv
 from oversmooth.logs import log_to_file
 from oversmooth.metrics import logits_file_chunks, summarise_file, write_position_metrics
-from oversmooth.rules import rule_token_source
-from oversmooth.tokenheads import head_logprob_chunks, load_head, output_weight, read_states
+from oversmooth.tokenheads import load_head, output_weight, read_states
+from oversmooth.tokenmetrics import head_logprob_chunks
+from oversmooth.tokensource import rule_token_source
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -5,9 +5,10 @@ from oversmooth.catalog import is_token_model
 from oversmooth.decoding import decodings_from_config
 from oversmooth.io import read_parquet
 from oversmooth.logs import log_to_file
-from oversmooth.rules import rule_byte_lm, rule_token_source
+from oversmooth.rules import rule_byte_lm
 from oversmooth.sampling import sample_model, sample_token_model
 from oversmooth.tokenheads import load_head
+from oversmooth.tokensource import rule_token_source
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

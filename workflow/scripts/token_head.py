@@ -2,8 +2,9 @@
 cached training states (rule token_head)."""
 
 from oversmooth.logs import log_to_file
-from oversmooth.rules import rule_token_source
-from oversmooth.tokenheads import build_head, save_head
+from oversmooth.tokenfit import build_head
+from oversmooth.tokenheads import save_head
+from oversmooth.tokensource import rule_token_source
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -6,8 +6,9 @@ from pathlib import Path
 from oversmooth.data import read_shard
 from oversmooth.io import read_parquet
 from oversmooth.logs import log_to_file
-from oversmooth.rules import rule_token_source
-from oversmooth.tokenheads import prompt_states, shard_states, write_states
+from oversmooth.tokenheads import write_states
+from oversmooth.tokensource import rule_token_source
+from oversmooth.tokenstates import prompt_states, shard_states
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
