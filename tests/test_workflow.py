@@ -5,13 +5,14 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
-from workflow_helpers import REPO, SNAKEMAKE, planned_jobs, planned_rules, report_rules, snakemake
+from workflow_helpers import REPO, SNAKEMAKE, planned_jobs, planned_rules, repo_config, report_rules, snakemake
 
 from oversmooth.io import sha256_file
 
@@ -250,6 +251,64 @@ def test_editing_library_code_reruns_the_rules_that_run_it_naming_the_module(smo
     # the reason names the edited module, before and now (one param per module)
     reasons = [line for line in output.splitlines() if "Params have changed" in line]
     assert reasons and all(f"oversmooth.{module} " in line for line in reasons), reasons[:3]
+
+
+def rules_running(module: str, repo: Path = REPO) -> set[str]:
+    """The rules whose script reaches `oversmooth.<module>` (their `**library_code(...)` names the script)."""
+    from oversmooth.provenance import module_closure
+
+    rules = set()
+    for smk in (repo / "rules").glob("*.smk"):
+        for block in re.split(r"(?m)^(?=rule \w+:)", smk.read_text())[1:]:
+            script = re.search(r'script:\n\s+"\.\./workflow/scripts/(\w+)\.py"', block)
+            source = (repo / "workflow" / "scripts" / f"{script.group(1)}.py").read_text()
+            if f"oversmooth.{module}" in module_closure(source):
+                rules.add(re.match(r"rule (\w+):", block).group(1))
+    return rules
+
+
+HELLINGER = """
+
+def hellinger(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    return (0.5 * (p.sqrt() - q.sqrt()).square().sum(-1)).clamp(min=0).sqrt()
+
+
+def oversmoothing_against("""
+
+
+@pytest.mark.workflow
+def test_the_add_a_metric_recipe_reruns_the_metric_jobs_and_adds_its_column(smoke_run, tmp_path):
+    """docs/architecture.md's add-a-metric recipe on a copy of the repository and of the finished smoke run: a
+    Hellinger distance in `oversmoothing_against`, `METRICS` and the labels; Snakemake plans only the jobs that run
+    the metrics' code (no training, logits or samples), and a rerun metrics job writes and summarises the column."""
+    from oversmooth.catalog import bottleneck_models, ground_truth_models
+    from oversmooth.layout import metrics_path
+
+    _, workdir, _ = smoke_run
+    copy, env = repository_copy(tmp_path)
+    run = tmp_path / "run"
+    shutil.copytree(workdir, run, symlinks=True)
+    metrics = copy / "src" / "oversmooth" / "metrics.py"
+    source = metrics.read_text()
+    source = source.replace('METRICS = ("tto", "nsmd", "tv", "kl", "kl_eps", "entropy_diff")',
+                            'METRICS = ("tto", "nsmd", "tv", "kl", "kl_eps", "entropy_diff", "hellinger")', 1)
+    source = source.replace("\n\ndef oversmoothing_against(", HELLINGER, 1)
+    source = source.replace('        "nucleus_size": nucleus.sum(-1),', '        "hellinger": hellinger(p_bn, p_gt),\n'
+                            '        "nucleus_size": nucleus.sum(-1),', 1)
+    metrics.write_text(source)
+    labels = copy / "src" / "oversmooth" / "labels.py"
+    labels.write_text(labels.read_text().replace('"entropy_diff": "Entropy difference"}',
+                                                 '"entropy_diff": "Entropy difference", "hellinger": "Hellinger"}', 1))
+    planned = planned_rules(snakemake(run, "-n", "all", repo=copy, env=env).stdout)
+    assert "oversmoothing_metrics" in planned and planned <= rules_running("metrics", copy) | {"all"}, planned
+    assert not planned & {"train_model", "extract_logits", "sample", "token_head", "evaluate_model"}
+    config = repo_config("smoke.yaml")
+    positions = metrics_path(bottleneck_models(config)[0], ground_truth_models(config)[0])
+    snakemake(run, positions, repo=copy, env=env)
+    frame = pq.read_table(run / positions, columns=["tv", "hellinger"]).to_pandas()
+    assert frame["hellinger"].between(0, 1).all() and (frame["hellinger"] ** 2 <= frame["tv"] + 1e-12).all()
+    summary = pd.read_csv(run / metrics_path(bottleneck_models(config)[0], ground_truth_models(config)[0], "summary"))
+    assert "hellinger" in set(summary["metric"])
 
 
 @pytest.mark.workflow
