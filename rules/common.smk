@@ -70,8 +70,10 @@ def library_code(script):
 
 
 # Scheduling order (`priority:`): the jobs every metric waits on first. The ground truths are the longest trainings
-# and logit extractions, and the metrics of every model against them cannot start before they end; the prompts
-# (seconds) unblock every logit extraction and sample. Order only: no result depends on it.
+# and logit extractions, and the metrics of every model against them cannot start before they end; the prompts and
+# the SmolLM2 conversion (seconds) unblock every logit extraction and sample and the token track, whose states and
+# heads then go with the trainings (else they wait behind the byte track's analysis jobs and end the run last).
+# Order only: no result depends on it.
 PRIORITY_PROMPTS, PRIORITY_GROUND_TRUTH, PRIORITY_TRAINING = 100, 90, 50
 
 

@@ -66,6 +66,7 @@ rule convert_smollm2:
         smollm2_path(),
     params:
         **library_code("convert_smollm2"),
+    priority: PRIORITY_PROMPTS
     resources:
         **job_resources("cpu"),
     log:

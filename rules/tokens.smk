@@ -16,6 +16,7 @@ rule token_prompts:
         sampling={k: v for k, v in config["tokens"]["sampling"].items() if k not in ("methods", "batch_size")},
         source=config["tokens"]["source"],
         seed=config["seed"],
+    priority: PRIORITY_PROMPTS
     resources:
         **job_resources("cpu"),
     log:
@@ -40,6 +41,7 @@ rule token_states:
         **library_code("token_states"),
         settings=token_states_settings,
     threads: config["resources"]["inference_threads"]
+    priority: PRIORITY_TRAINING
     resources:
         **job_resources("inference"),
     log:
@@ -63,6 +65,7 @@ rule token_head:
         **library_code("token_head"),
         settings=token_head_settings,
     threads: config["train"]["threads"]
+    priority: PRIORITY_TRAINING
     resources:
         **job_resources("head"),
     log:

@@ -8,7 +8,8 @@ import torch
 
 from oversmooth.checkpoints import save_torch
 from oversmooth.headfit import HeadFitSettings, rank_loss_table
-from oversmooth.model import GPT, GPTConfig, LowRankHead
+from oversmooth.lowrank import LowRankHead
+from oversmooth.model import GPT, GPTConfig
 
 
 def save(path, bottleneck, seed):

@@ -118,3 +118,8 @@ def load_hf_byte_lm(
         )
     limit = block_size or getattr(model.config, "max_position_embeddings", None) or 1024
     return HFByteLM(name, model.to(device).eval(), byte_offset, bos_id, int(limit) - (bos_id is not None))
+
+
+def inference_device() -> torch.device:
+    """CUDA when present, else CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")

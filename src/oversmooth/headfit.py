@@ -18,8 +18,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from oversmooth.bytelm import inference_device
 from oversmooth.checkpoints import load_model
-from oversmooth.model import GPT, LowRankHead, inference_device, sample_windows
+from oversmooth.lowrank import LowRankHead
+from oversmooth.model import GPT, sample_windows
 from oversmooth.rank import truncated_head
 
 log = logging.getLogger(__name__)

@@ -29,11 +29,6 @@ def bf16_autocast(device: torch.device, enabled: bool | None = None) -> torch.au
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda" if enabled is None else enabled)
 
 
-def inference_device() -> torch.device:
-    """CUDA when present, else CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
 @dataclass(frozen=True)
 class GPTConfig:
     """Shape of a model. `bottleneck` is k, the head's input dimension; None for a plain head."""
@@ -189,20 +184,6 @@ class PlainHead(nn.Module):
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return self.out(h)
-
-
-class LowRankHead(nn.Module):
-    """logits = A · (B · h): rank at most r."""
-
-    def __init__(self, n_embd: int, rank: int, vocab_size: int = 256):
-        super().__init__()
-        self.down = nn.Linear(n_embd, rank, bias=False)  # B
-        self.up = nn.Linear(rank, vocab_size, bias=False)  # A
-        for layer in (self.down, self.up):
-            nn.init.normal_(layer.weight, std=0.02)
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return self.up(self.down(h))
 
 
 class GPT(nn.Module):

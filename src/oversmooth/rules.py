@@ -8,9 +8,8 @@ from pathlib import Path
 
 import torch
 
-from oversmooth.bytelm import ByteLM, GPTByteLM, load_hf_byte_lm
+from oversmooth.bytelm import ByteLM, GPTByteLM, inference_device, load_hf_byte_lm
 from oversmooth.checkpoints import load_model
-from oversmooth.model import inference_device
 from oversmooth.tokenmarginal import MarginalSettings, check_spelled_text, load_token_byte_lm
 
 

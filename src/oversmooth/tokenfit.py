@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from oversmooth.headfit import HeadTraining, train_head
-from oversmooth.model import LowRankHead
+from oversmooth.lowrank import LowRankHead
 from oversmooth.rank import truncated_svd
 from oversmooth.tokenheads import TokenTrackError, output_weight, read_states
 

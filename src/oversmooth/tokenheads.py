@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from oversmooth.catalog import token_head_parts
 from oversmooth.io import ParquetInput, atomic_path, write_parquet
 from oversmooth.logit_tables import SampledRows, sample_positions
-from oversmooth.model import LowRankHead
+from oversmooth.lowrank import LowRankHead
 
 
 class TokenTrackError(ValueError):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import torch
 
+from oversmooth.bytelm import inference_device
 from oversmooth.causallm import load_causal_lm
-from oversmooth.model import inference_device
 
 
 def rule_token_source(smk):
