@@ -1,12 +1,10 @@
 # oversmooth: how the softmax bottleneck makes byte-level language models oversmooth.
 #   snakemake --cores all all                                  embedded CPU default (config/config.yaml)
 #   snakemake --configfile config/thesis.yaml ... all          thesis scale
-import os
 from pathlib import Path
 
 from snakemake.utils import min_version
 
-from oversmooth.allocator import keep_freed_memory
 from oversmooth.config import check_paths, validate_config
 
 min_version("9.0")
@@ -22,7 +20,6 @@ report: "workflow/report/workflow.rst"
 
 validate_config(config, ROOT / "config" / "schema" / "config.schema.yaml")
 check_paths(config)
-keep_freed_memory(os.environ)  # inherited by every job: less kernel time, the same numbers (oversmooth.allocator)
 
 
 include: "rules/common.smk"

@@ -57,13 +57,3 @@ def test_the_deadline_is_the_margin_before_the_time_limit(monkeypatch):
     # a margin longer than half the time left would stop the job before it did anything: it stops halfway
     assert job_deadline(3000, environ={"SLURM_JOB_ID": "42"}) == pytest.approx(time.time() + 1800, abs=5)
     assert job_deadline(600, environ={"SLURM_JOB_ID": "7"}) is None  # no limit known
-
-
-def test_jobs_keep_freed_memory_unless_the_environment_says_otherwise():
-    from oversmooth.allocator import KEEP_FREED_MEMORY, keep_freed_memory
-
-    environ = {"MALLOC_TOP_PAD_": "0", "PATH": "/bin"}
-    added = keep_freed_memory(environ)
-    assert environ["MALLOC_TOP_PAD_"] == "0" and "MALLOC_TOP_PAD_" not in added  # the user's value wins
-    assert {k: environ[k] for k in added} == {k: v for k, v in KEEP_FREED_MEMORY.items() if k != "MALLOC_TOP_PAD_"}
-    assert int(environ["MALLOC_MMAP_THRESHOLD_"]) <= 32 << 20  # glibc ignores a larger threshold on 64-bit

@@ -311,6 +311,78 @@ def test_the_add_a_metric_recipe_reruns_the_metric_jobs_and_adds_its_column(smok
     assert "hellinger" in set(summary["metric"])
 
 
+HALF_RULE = """
+
+rule half_model:
+    input:
+        checkpoint=model_path("bn-{k}", "best.pt"),
+    output:
+        checkpoint=model_path("half-{k}", "best.pt"),
+    wildcard_constraints:
+        k=r"\\d+",
+    params:
+        **library_code("half_model"),
+    log:
+        log_path("svd", "half-{k}"),
+    script:
+        "../workflow/scripts/half_model.py"
+"""
+
+HALF_SCRIPT = """\"\"\"Snakemake adapter: bn-k with its logits halved (temperature 2), a model kind of the add-a-model-kind recipe.\"\"\"
+
+import torch
+
+from oversmooth.checkpoints import save_torch
+from oversmooth.logs import log_to_file
+from oversmooth.rank import HEAD_WEIGHT
+
+smk = snakemake  # noqa: F821
+
+with log_to_file(smk.log[0]):
+    payload = torch.load(smk.input.checkpoint, map_location="cpu", weights_only=True)
+    payload["model"][HEAD_WEIGHT] = payload["model"][HEAD_WEIGHT] / 2
+    payload["name"] = "half-" + smk.wildcards.k
+    save_torch(payload, smk.output.checkpoint)
+"""
+
+
+@pytest.mark.workflow
+def test_the_add_a_model_kind_recipe_measures_the_new_kind(smoke_run, tmp_path):
+    """docs/architecture.md's add-a-model-kind recipe on a copy of the repository and of the finished smoke run: a
+    kind `half-<k>` (bn-k with its logits halved) in the grammar, a rule that makes it, its kind in the constraints
+    of the rules that read it; its metrics then build from the smoke run's bn-k through logits, and the halved
+    logits (a flatter distribution) leak more mass past the ground truth's nucleus than bn-k's."""
+    from oversmooth.catalog import bottleneck_models, ground_truth_models
+    from oversmooth.layout import metrics_path
+
+    _, workdir, _ = smoke_run
+    copy, env = repository_copy(tmp_path)
+    run = tmp_path / "run"
+    shutil.copytree(workdir, run, symlinks=True)
+    names = copy / "src" / "oversmooth" / "names.py"
+    names.write_text(names.read_text().replace('    "human": r"human",', '    "half": r"half-\\d+",\n    "human": r"human",', 1))
+    train = copy / "rules" / "train.smk"
+    train.write_text(train.read_text().replace('pattern("bottleneck", "checkpoint", "mos", "svd", "ground_truth",',
+                                               'pattern("bottleneck", "checkpoint", "mos", "svd", "half", "ground_truth",', 1))
+    metrics = copy / "rules" / "metrics.smk"
+    metrics.write_text(metrics.read_text().replace('model=pattern("bottleneck", "checkpoint", "mos", "svd", "token_head"),',
+                                                   'model=pattern("bottleneck", "checkpoint", "mos", "svd", "half", "token_head"),', 1))
+    rank = copy / "rules" / "rank.smk"
+    rank.write_text(rank.read_text() + HALF_RULE)
+    (copy / "workflow" / "scripts" / "half_model.py").write_text(HALF_SCRIPT)
+    config = repo_config("smoke.yaml")
+    source, gt = bottleneck_models(config)[0], ground_truth_models(config)[0]
+    half = source.replace("bn-", "half-")
+    target = metrics_path(half, gt, "summary")
+    planned = planned_rules(snakemake(run, "-n", target, repo=copy, env=env).stdout)
+    assert planned == {"half_model", "extract_logits", "oversmoothing_metrics"}, planned
+    snakemake(run, target, repo=copy, env=env)
+    summaries = {m: pd.read_csv(run / metrics_path(m, gt, "summary")).set_index(["method", "metric"])["mean"]
+                 for m in (source, half)}
+    assert summaries[half][("pure", "tto")] > summaries[source][("pure", "tto")]
+    assert summaries[half][("pure", "entropy_diff")] > summaries[source][("pure", "entropy_diff")]
+
+
 @pytest.mark.workflow
 def test_the_workflow_passes_snakemake_lint(repo):
     result = subprocess.run([str(SNAKEMAKE), "--lint"], cwd=repo, capture_output=True, text=True, timeout=300)

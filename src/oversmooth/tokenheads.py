@@ -14,9 +14,9 @@ The heads are:
 - the learned head of rank k: A (V x k) B (k x d) fitted by cross-entropy on cached states of the training text
   (Godey et al.), started from the SVD factors, so on its fitting data it can only improve on them.
 
-This module reads and applies saved heads and cached states (what the metrics, TBAT and sampling jobs run); building
-them (the states from the source LM, the SVD and learned heads) is `tokenfit`'s, so that a change to the fitting
-reruns the fitting jobs and what reads their heads, not the other way round.
+This module reads and applies saved heads and cached states (what the metrics, TBAT and sampling jobs run). The
+source's states are computed in `tokenstates`, the heads fitted in `tokenfit`, a head compared with the full head
+in `tokenmetrics`: a change to one of those reruns its jobs and what reads their outputs, not the other way round.
 """
 
 from __future__ import annotations
