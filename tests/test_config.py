@@ -1,4 +1,5 @@
 import copy
+import re
 
 import pytest
 import yaml
@@ -165,7 +166,8 @@ def test_token_sampling_methods_must_be_decoding_methods(repo):
 @pytest.mark.parametrize("key", ["unargmaxable_ranks", "tbat_ranks"])
 def test_exact_token_analyses_must_name_ranks_the_track_builds(repo, key):
     base = load_config(repo / "config" / "config.yaml")
-    with pytest.raises(ConfigError, match=rf"tokens.{key}: \[8\] are not in tokens.ranks \[4, 16, 64\]"):
+    ranks = re.escape(str(base["tokens"]["ranks"]))  # the demo's, e.g. [4, 64]
+    with pytest.raises(ConfigError, match=rf"tokens.{key}: \[8\] are not in tokens.ranks {ranks}"):
         validate_config({**base, "tokens": {**base["tokens"], key: [4, 8]}})
 
 

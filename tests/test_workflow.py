@@ -253,6 +253,14 @@ def test_editing_library_code_reruns_the_rules_that_run_it_naming_the_module(smo
     assert reasons and all(f"oversmooth.{module} " in line for line in reasons), reasons[:3]
 
 
+def edit(path: Path, old: str, new: str) -> None:
+    """Replace `old` by `new` once in a file of a repository copy; fail naming the file when `old` is not there (a
+    recipe's anchor moved)."""
+    text = path.read_text()
+    assert old in text, f"{path.name} no longer holds {old!r}"
+    path.write_text(text.replace(old, new, 1))
+
+
 def rules_running(module: str, repo: Path = REPO) -> set[str]:
     """The rules whose script reaches `oversmooth.<module>` (their `**library_code(...)` names the script)."""
     from oversmooth.provenance import module_closure
@@ -288,17 +296,13 @@ def test_the_add_a_metric_recipe_reruns_the_metric_jobs_and_adds_its_column(smok
     copy, env = repository_copy(tmp_path)
     run = tmp_path / "run"
     shutil.copytree(workdir, run, symlinks=True)
-    metrics = copy / "src" / "oversmooth" / "metrics.py"
-    source = metrics.read_text()
-    source = source.replace('METRICS = ("tto", "nsmd", "tv", "kl", "kl_eps", "entropy_diff")',
-                            'METRICS = ("tto", "nsmd", "tv", "kl", "kl_eps", "entropy_diff", "hellinger")', 1)
-    source = source.replace("\n\ndef oversmoothing_against(", HELLINGER, 1)
-    source = source.replace('        "nucleus_size": nucleus.sum(-1),', '        "hellinger": hellinger(p_bn, p_gt),\n'
-                            '        "nucleus_size": nucleus.sum(-1),', 1)
-    metrics.write_text(source)
-    labels = copy / "src" / "oversmooth" / "labels.py"
-    labels.write_text(labels.read_text().replace('"entropy_diff": "Entropy difference"}',
-                                                 '"entropy_diff": "Entropy difference", "hellinger": "Hellinger"}', 1))
+    metrics, library = copy / "src" / "oversmooth" / "metrics.py", copy / "src" / "oversmooth"
+    edit(metrics, '"kl_eps", "entropy_diff")', '"kl_eps", "entropy_diff", "hellinger")')  # METRICS
+    edit(metrics, "\n\ndef oversmoothing_against(", HELLINGER)
+    edit(metrics, '        "nucleus_size": nucleus.sum(-1),',
+         '        "hellinger": hellinger(p_bn, p_gt),\n        "nucleus_size": nucleus.sum(-1),')
+    edit(library / "labels.py", '"entropy_diff": "Entropy difference"}',
+         '"entropy_diff": "Entropy difference", "hellinger": "Hellinger"}')
     planned = planned_rules(snakemake(run, "-n", "all", repo=copy, env=env).stdout)
     assert "oversmoothing_metrics" in planned and planned <= rules_running("metrics", copy) | {"all"}, planned
     assert not planned & {"train_model", "extract_logits", "sample", "token_head", "evaluate_model"}
@@ -328,7 +332,7 @@ rule half_model:
         "../workflow/scripts/half_model.py"
 """
 
-HALF_SCRIPT = """\"\"\"Snakemake adapter: bn-k with its logits halved (temperature 2), a model kind of the add-a-model-kind recipe.\"\"\"
+HALF_SCRIPT = """\"\"\"Snakemake adapter: bn-k with its logits halved (temperature 2).\"\"\"
 
 import torch
 
@@ -359,14 +363,11 @@ def test_the_add_a_model_kind_recipe_measures_the_new_kind(smoke_run, tmp_path):
     copy, env = repository_copy(tmp_path)
     run = tmp_path / "run"
     shutil.copytree(workdir, run, symlinks=True)
-    names = copy / "src" / "oversmooth" / "names.py"
-    names.write_text(names.read_text().replace('    "human": r"human",', '    "half": r"half-\\d+",\n    "human": r"human",', 1))
-    train = copy / "rules" / "train.smk"
-    train.write_text(train.read_text().replace('pattern("bottleneck", "checkpoint", "mos", "svd", "ground_truth",',
-                                               'pattern("bottleneck", "checkpoint", "mos", "svd", "half", "ground_truth",', 1))
-    metrics = copy / "rules" / "metrics.smk"
-    metrics.write_text(metrics.read_text().replace('model=pattern("bottleneck", "checkpoint", "mos", "svd", "token_head"),',
-                                                   'model=pattern("bottleneck", "checkpoint", "mos", "svd", "half", "token_head"),', 1))
+    edit(copy / "src" / "oversmooth" / "names.py", '    "human": r"human",',
+         '    "half": r"half-\\d+",\n    "human": r"human",')
+    # the kind in the constraints of the rules that read it: the global one (extract_logits) and the metrics'
+    edit(copy / "rules" / "train.smk", '"mos", "svd", "ground_truth",', '"mos", "svd", "half", "ground_truth",')
+    edit(copy / "rules" / "metrics.smk", '"mos", "svd", "token_head"),', '"mos", "svd", "half", "token_head"),')
     rank = copy / "rules" / "rank.smk"
     rank.write_text(rank.read_text() + HALF_RULE)
     (copy / "workflow" / "scripts" / "half_model.py").write_text(HALF_SCRIPT)
