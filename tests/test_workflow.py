@@ -261,18 +261,20 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
+def rule_blocks(repo: Path = REPO):
+    """(.smk file, rule name, the rule's text, its `script:` name or None) for every rule of `repo`."""
+    for smk in (repo / "rules").glob("*.smk"):
+        for block in re.split(r"(?m)^(?=rule \w+:)", smk.read_text())[1:]:
+            script = re.search(r'script:\n\s+"\.\./workflow/scripts/(\w+)\.py"', block)
+            yield smk, re.match(r"rule (\w+):", block).group(1), block, script and script.group(1)
+
+
 def rules_running(module: str, repo: Path = REPO) -> set[str]:
     """The rules whose script reaches `oversmooth.<module>` (their `**library_code(...)` names the script)."""
     from oversmooth.provenance import module_closure
 
-    rules = set()
-    for smk in (repo / "rules").glob("*.smk"):
-        for block in re.split(r"(?m)^(?=rule \w+:)", smk.read_text())[1:]:
-            script = re.search(r'script:\n\s+"\.\./workflow/scripts/(\w+)\.py"', block)
-            source = (repo / "workflow" / "scripts" / f"{script.group(1)}.py").read_text()
-            if f"oversmooth.{module}" in module_closure(source):
-                rules.add(re.match(r"rule (\w+):", block).group(1))
-    return rules
+    return {rule for _, rule, _, script in rule_blocks(repo)
+            if f"oversmooth.{module}" in module_closure((repo / "workflow" / "scripts" / f"{script}.py").read_text())}
 
 
 HELLINGER = """
@@ -392,13 +394,9 @@ def test_the_workflow_passes_snakemake_lint(repo):
 
 def test_every_scripted_rule_carries_the_digest_of_its_own_script():
     """The library params must come from the same script as `script:`, or a library change would rerun the wrong rule."""
-    import re
-
-    for smk in (REPO / "rules").glob("*.smk"):
-        for block in re.split(r"(?m)^(?=rule \w+:)", smk.read_text())[1:]:
-            script = re.search(r'script:\n\s+"\.\./workflow/scripts/(\w+)\.py"', block)
-            assert script, f"{smk.name}: {block.splitlines()[0]} has no script"
-            assert f'**library_code("{script.group(1)}")' in block, f"{smk.name}: {block.splitlines()[0]}"
+    for smk, rule, block, script in rule_blocks():
+        assert script, f"{smk.name}: rule {rule} has no script"
+        assert f'**library_code("{script}")' in block, f"{smk.name}: rule {rule}"
 
 
 @pytest.mark.workflow
