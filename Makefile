@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CORES ?= all
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo report test dryrun plan profile docs clean
+.PHONY: install demo demo-teacher report test dryrun plan profile docs clean
 
 install: $(STAMP)
 
@@ -20,6 +20,14 @@ $(STAMP): pyproject.toml requirements-nodeps.txt
 demo: install
 	$(BIN)/snakemake --cores $(CORES) all
 	$(BIN)/snakemake --report results/report.html
+
+# The demo on a teacher's language (config/teacher.yaml, issue 26), in its own folder: the family against the exact
+# truth and two proxies, in Tables 3.1, 4.1, 4.2, 6.1, E.1-E.4, E.7, E.8, F.1 and the loss-matched table and figure.
+TEACHER_DIR ?= runs/teacher
+TEACHER_TARGETS := $(foreach t,table_3_1 table_4_1 table_4_2 table_6_1 table_e_1 table_e_2 table_e_3 table_e_4 \
+	table_e_7 table_e_8 table_f_1 table_loss_matched,results/tables/$(t).csv) results/figures/figure_loss_matched.png
+demo-teacher: install
+	$(BIN)/snakemake --cores $(CORES) --directory $(TEACHER_DIR) --configfile config/teacher.yaml -- $(TEACHER_TARGETS)
 
 report: install
 	$(BIN)/snakemake --report results/report.html
@@ -45,4 +53,4 @@ docs: install
 	$(BIN)/python docs/update_docs.py
 
 clean:
-	rm -rf results .snakemake
+	rm -rf results .snakemake runs

@@ -25,6 +25,7 @@ from oversmooth.cluster import job_resources as cluster_job_resources
 from oversmooth.data import reads_the_hub, source_files
 from oversmooth.layout import (
     benchmark_path,
+    corpus_path,
     data_path,
     eval_path,
     figure_path,
@@ -41,6 +42,7 @@ from oversmooth.layout import (
     segment_path,
     table_path,
     tbat_path,
+    teacher_documents_path,
     timing_path,
     token_head_path,
     token_prompts_path,

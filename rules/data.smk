@@ -3,7 +3,7 @@
 
 rule prepare_corpus:
     input:
-        local_source_files,
+        local_source_files(corpus_sources()),
     output:
         train=data_path("train.bin"),
         val=data_path("val.bin"),
@@ -12,15 +12,10 @@ rule prepare_corpus:
         manifest=data_path("manifest.json"),
     params:
         **library_code("prepare_corpus"),
-        sources=config["data"]["sources"],
-        seed=config["seed"],
-        val_fraction=config["data"]["val_fraction"],
-        eval_fraction=config["data"]["eval_fraction"],
-        separator=config["data"]["separator"],
-        invalid_utf8=config["data"]["invalid_utf8"],
-        on_shortfall=config["data"]["on_shortfall"],
+        sources=sources_with_paths(corpus_sources()),
+        **corpus_settings(),
     # a corpus streamed from the Hub is prepared where snakemake runs: compute nodes rarely reach the network
-    localrule: any(reads_the_hub(source) for source in config["data"]["sources"])
+    localrule: any(reads_the_hub(source) for source in corpus_sources())
     resources:
         **job_resources("cpu"),
     log:
@@ -31,6 +26,54 @@ rule prepare_corpus:
         "../envs/data.yaml"
     script:
         "../workflow/scripts/prepare_corpus.py"
+
+
+# A ground truth's own corpus (`ground_truths[].corpus`): a teacher's, which then writes the config's corpus.
+use rule prepare_corpus as prepare_ground_truth_corpus with:
+    input:
+        lambda w: local_source_files(corpus_sources(w.model)),
+    output:
+        train=corpus_path("{model}", "train.bin"),
+        val=corpus_path("{model}", "val.bin"),
+        eval_docs=corpus_path("{model}", "eval_docs.parquet"),
+        documents=corpus_path("{model}", "documents.parquet"),
+        manifest=corpus_path("{model}", "manifest.json"),
+    wildcard_constraints:
+        model=pattern("ground_truth"),
+    params:
+        **library_code("prepare_corpus"),
+        sources=lambda w: sources_with_paths(corpus_sources(w.model)),
+        **corpus_settings(),
+    log:
+        log_path("data", "prepare_corpus.{model}"),
+    benchmark:
+        benchmark_path("data", "prepare_corpus.{model}")
+
+
+# The documents of a `teacher` source: pure samples of its ground truth, each from the start byte, within its block.
+rule teacher_corpus:
+    input:
+        checkpoint=model_path("{model}", "best.pt"),
+    output:
+        teacher_documents_path("{model}"),
+    wildcard_constraints:
+        model=pattern("ground_truth"),
+    params:
+        **library_code("teacher_corpus"),
+        source=lambda w: teacher_source(w.model),
+        seed=config["seed"],
+    threads: 1
+    priority: PRIORITY_TRAINING
+    resources:
+        **job_resources("inference"),
+    log:
+        log_path("data", "teacher_corpus.{model}"),
+    benchmark:
+        benchmark_path("data", "teacher_corpus.{model}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/teacher_corpus.py"
 
 
 rule select_prompts:

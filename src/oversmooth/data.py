@@ -103,6 +103,8 @@ def source_label(source: Mapping, index: int) -> str:
         return source["name"]
     if kind == "hf":
         return "hf-" + Path(str(source["path"]).rstrip("/")).name
+    if kind == "teacher":
+        return "teacher-" + source["teacher"]
     return f"{kind}{index}"
 
 
@@ -279,6 +281,21 @@ def _hf_documents(source: Mapping, label: str, policy: str, stats: SourceStats) 
         yield from _document(f"{label}:{row_index}", label, text)
 
 
+def _teacher_documents(source: Mapping, label: str, stats: SourceStats) -> Iterator[Document]:
+    """A teacher's sampled documents (rule teacher_corpus, `oversmooth.teacher`) from the Parquet file at the
+    source's `path`, which the workflow fills in. Their bytes are kept as sampled, valid UTF-8 or not: repairing
+    one would make it a text the teacher did not write, and its conditionals no longer its truth."""
+    if not source.get("path"):
+        raise DataSourceError(f"source {label!r}: a teacher source needs the `path` of its documents (rule teacher_corpus)")
+    stats.files.append(source["path"])
+    parquet = ParquetInput(source["path"])
+    row = 0
+    for batch in parquet.iter_batches(columns=["text"], batch_size=1024):
+        for text in batch.column(0).to_pylist():
+            yield Document(f"{label}:{row}", label, text)
+            row += 1
+
+
 def reads_the_hub(source: Mapping) -> bool:
     """Whether a source is fetched from the Hugging Face Hub (an `hf` source whose `path` is no local file or
     folder): it needs the network, which cluster compute nodes rarely have."""
@@ -294,6 +311,8 @@ def iter_source_documents(source: Mapping, label: str, policy: str, stats: Sourc
         documents = _file_documents(source, label, policy, stats)
     elif kind == "hf":
         documents = _hf_documents(source, label, policy, stats)
+    elif kind == "teacher":
+        documents = _teacher_documents(source, label, stats)
     else:
         raise DataSourceError(f"source {label!r}: unknown kind {kind!r}")
     budget = source.get("max_bytes")

@@ -11,6 +11,16 @@ def data_path(name: str) -> str:
     return f"{RESULTS}/data/{name}"
 
 
+def corpus_path(model: str, name: str) -> str:
+    """A file of a ground truth's own corpus (a teacher's): `results/data/corpus/<model>/<name>`."""
+    return data_path(f"corpus/{model}/{name}")
+
+
+def teacher_documents_path(model: str) -> str:
+    """The documents a teacher ground truth sampled (rule teacher_corpus)."""
+    return data_path(f"teacher/{model}.parquet")
+
+
 def model_path(model: str, name: str) -> str:
     """A file of one model's folder."""
     return f"{RESULTS}/models/{model}/{name}"

@@ -66,6 +66,7 @@ class Costs:
     cpu_decode_efficiency: float = 0.3  # sampling one token at a time on a CPU core, against a training step
     per_job_s: Mapping[str, float] = field(default_factory=lambda: {
         "prepare_corpus": 2.0e-8,  # per byte of the sources' budgets
+        "prepare_ground_truth_corpus": 2.0e-8,
         "unargmaxable": 1.0, "time_metrics": 10.0, "effective_rank": 1.5, "ngram_rank": 1.5, "anisotropy": 1.5,
         "svd_model": 3.0, "checkpoint_model": 1.0, "select_prompts": 3.0, "token_prompts": 5.0,
         "convert_smollm2": 40.0,
@@ -175,7 +176,7 @@ class Planner:
         if handler is not None:
             handler(cost, wildcards)
         elif rule in self.costs.per_job_s:
-            units = self._source_bytes() if rule == "prepare_corpus" else 1
+            units = self._source_bytes(wildcards.get("model")) if rule.startswith("prepare_") else 1
             cost.cpu_h += self.costs.per_job_s[rule] * units / 3600
         return cost
 
@@ -249,6 +250,12 @@ class Planner:
         methods = self.config["svd"]["decoding"] if model.startswith("svd-r") else self.config["decoding"]["methods"]
         self._inference_tokens(cost, model, prompts * sampling["continuation_bytes"] * len(methods), decode=True)
 
+    def _teacher_corpus(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        """A teacher's documents, one byte at a time with its cache (as sampling)."""
+        for source in self.config["data"]["sources"]:
+            if source["kind"] == "teacher" and f"gt-{source['teacher']}" == wildcards["model"]:
+                self._inference_tokens(cost, wildcards["model"], source["documents"] * source["document_bytes"], decode=True)
+
     def _token_methods(self) -> list[str]:
         return self.config["tokens"]["sampling"].get("methods") or self.config["decoding"]["methods"]
 
@@ -317,8 +324,11 @@ class Planner:
             text = byte_prompts * len(methods) * sampling["continuation_bytes"]
         cost.cpu_h += (self.costs.quality_fixed_s + text * self.costs.quality_s_per_byte) / 3600
 
-    def _source_bytes(self) -> float:
-        return sum(source.get("max_bytes") or 0 for source in self.config["data"]["sources"]) or 1e7
+    def _source_bytes(self, model: str | None = None) -> float:
+        """Bytes the config's corpus (or `model`'s own) reads: the sources' budgets, a teacher's documents."""
+        sources = ground_truth(self.config, model)["corpus"] if model else self.config["data"]["sources"]
+        return sum(source["documents"] * source["document_bytes"] if source["kind"] == "teacher"
+                   else source.get("max_bytes") or 0 for source in sources) or 1e7
 
 
 # ---------------------------------------------------------------------------------------------------------------

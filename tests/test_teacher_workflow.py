@@ -1,0 +1,65 @@
+"""The smoke run on a teacher's language (config/smoke-teacher.yaml over config/smoke.yaml), through the unchanged
+DAG: gt-teacher trains on its own corpus, writes the config's corpus, and its logits at every evaluated position are
+the conditionals that drew that byte, so Table 4.1 measures the family against the exact truth."""
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import torch
+from workflow_helpers import REPO, planned_rules, snakemake
+
+from oversmooth.bytelm import GPTByteLM
+from oversmooth.checkpoints import load_model
+from oversmooth.logit_tables import iter_logits
+
+OVERLAY = REPO / "config" / "smoke-teacher.yaml"
+
+
+@pytest.fixture(scope="module")
+def teacher_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("teacher")
+    dry = snakemake(workdir, "-n", "results/tables/table_4_1.csv", overrides=[OVERLAY])
+    snakemake(workdir, "results/tables/table_4_1.csv", overrides=[OVERLAY])
+    return workdir / "results", dry.stdout + dry.stderr
+
+
+def test_the_teacher_trains_on_its_own_corpus_and_writes_the_configs(teacher_run):
+    results, dry = teacher_run
+    assert {"prepare_ground_truth_corpus", "teacher_corpus", "prepare_corpus"} <= planned_rules(dry)
+    documents = pq.read_table(results / "data" / "teacher" / "gt-teacher.parquet")
+    assert documents.num_rows == 400 and {len(t) for t in documents.column("text").to_pylist()} == {64}
+    corpus = pd.read_parquet(results / "data" / "documents.parquet")
+    assert corpus["doc_id"].str.startswith("teacher-teacher:").all() and len(corpus) == 400 - 0
+    sotu = pd.read_parquet(results / "data" / "corpus" / "gt-teacher" / "documents.parquet")
+    assert sotu["doc_id"].str.startswith("sotu:").all()
+
+
+def test_the_truths_logits_are_the_conditionals_that_drew_each_evaluated_byte(teacher_run):
+    results, _ = teacher_run
+    prompts = pd.read_parquet(results / "data" / "prompts.parquet")
+    documents = pq.read_table(results / "data" / "teacher" / "gt-teacher.parquet").to_pandas()
+    by_text = dict(zip(documents["text"], documents["logprob"]))
+    teacher = GPTByteLM("gt-teacher", load_model(results / "models" / "gt-teacher" / "best.pt"))
+    rows = pd.concat(
+        pd.DataFrame({"prompt_id": b.prompt_id, "position": b.position, "target": b.target, "lp": list(b.logprobs)})
+        for b in iter_logits(results / "logits" / "gt-teacher.parquet")
+    )
+    for prompt in prompts.itertuples():
+        text = next(t for t in by_text if t.startswith(prompt.context + prompt.window))
+        assert prompt.context[:1] == b"\n" and len(prompt.context) == prompt.offset  # the whole document before it
+        full = teacher.next_byte_logprobs(torch.tensor([list(text)]))[0].double()
+        # the document's stored probability is the product of the conditionals that drew it
+        drawn = full[:-1].gather(-1, torch.tensor(list(text[1:]))[:, None]).sum().item()
+        assert drawn == pytest.approx(by_text[text], abs=1e-3)
+        # and the logits file holds those conditionals at each evaluated position
+        mine = rows[rows.prompt_id == prompt.prompt_id].sort_values("position")
+        expected = full[prompt.offset - 1 : prompt.offset - 1 + len(prompt.window)].numpy()
+        np.testing.assert_allclose(np.stack(mine.lp.to_numpy()), expected, atol=1e-4)
+
+
+def test_table_4_1_reports_the_family_against_the_truth_and_the_proxy(teacher_run):
+    results, _ = teacher_run
+    table = pd.read_csv(results / "tables" / "table_4_1.csv")
+    text = table.to_csv()
+    assert "gt-teacher" in text and "gt-nanogpt" in text
