@@ -62,7 +62,7 @@ rule teacher_corpus:
         **library_code("teacher_corpus"),
         source=lambda w: teacher_source(w.model),
         seed=config["seed"],
-    threads: 1
+    threads: lambda w: teacher_source(w.model)["threads"]
     priority: PRIORITY_TRAINING
     resources:
         **job_resources("inference"),

@@ -44,6 +44,7 @@ rule quality:
         n_prompts=lambda w: None if is_token_model(w.model) else config["sampling"]["n_prompts"],
         bootstrap={k: config["metrics"][k] for k in ("bootstrap", "confidence")},
         seed=config["seed"],
+        truth=lambda w: None if is_token_model(w.model) else truth_model(),
     threads: config["resources"]["metrics_threads"]
     resources:
         **job_resources("cpu"),

@@ -14,6 +14,7 @@ from oversmooth.teacher import (
     TEACHER_DOCUMENTS_SCHEMA,
     TeacherError,
     TeacherSpec,
+    continuation_bits,
     iter_documents,
     sample_batch,
     write_teacher_documents,
@@ -104,3 +105,22 @@ def test_the_corpus_is_written_with_its_schema(teacher, tmp_path):
 def test_a_document_the_teacher_cannot_hold_is_named(teacher, spec, message):
     with pytest.raises(TeacherError, match=message):
         list(iter_documents(GPTStepper(teacher), spec, "gt-teacher", 1))
+
+
+def test_a_continuation_is_scored_by_the_truth_in_bits_per_byte_given_its_whole_document(teacher):
+    rows = list(iter_documents(GPTStepper(teacher), TeacherSpec(documents=4, document_bytes=32), "gt-teacher", 3))
+    texts = [r["text"] for r in rows]
+    cuts = [1, 5, 17, 31]  # contexts of different lengths, right-padded together in one batch
+    bits = continuation_bits(teacher, [t[:c] for t, c in zip(texts, cuts)], [t[c:] for t, c in zip(texts, cuts)])
+    alone = [continuation_bits(teacher, [t[:c]], [t[c:]])[0] for t, c in zip(texts, cuts)]
+    assert bits.tolist() == pytest.approx(alone, abs=1e-9)
+    # the whole document after its start byte: minus its stored log-probability, in bits per byte
+    assert bits[0] == pytest.approx(-rows[0]["logprob"] / math.log(2) / 31, abs=1e-5)
+    assert math.isnan(continuation_bits(teacher, [b"\n"], [b""])[0])
+
+
+def test_a_text_longer_than_the_truths_block_or_without_context_is_named(teacher):
+    with pytest.raises(TeacherError, match=r"1 texts \(the first: pair 1, 34 bytes\) do not fit in gt-teacher's block of 32"):
+        continuation_bits(teacher, [b"\n", b"\n" * 10], [b"a", b"b" * 24])
+    with pytest.raises(TeacherError, match="an empty context"):
+        continuation_bits(teacher, [b""], [b"abc"])

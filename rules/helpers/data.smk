@@ -43,3 +43,10 @@ def corpus_settings():
         "invalid_utf8": data["invalid_utf8"],
         "on_shortfall": data["on_shortfall"],
     }
+
+
+def truth_model():
+    """The ground truth whose text the config's corpus is (a `teacher` source's), or None: the truth that scores
+    samples and against which the metrics are exact."""
+    teachers = [f"gt-{s['teacher']}" for s in config["data"]["sources"] if s["kind"] == "teacher"]
+    return teachers[0] if teachers else None

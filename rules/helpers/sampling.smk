@@ -33,4 +33,6 @@ def quality_inputs(wildcards):
         inputs["samples"] = samples_path(wildcards.model)
     if config["quality"]["perplexity_model"] == "smollm2":
         inputs["lm"] = smollm2_path()
+    if truth_model() and not is_token_model(wildcards.model):
+        inputs["truth"] = model_path(truth_model(), "best.pt")
     return inputs

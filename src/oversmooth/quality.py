@@ -211,7 +211,7 @@ def sample_metrics(samples: pd.DataFrame, perplexity: np.ndarray, bpb: np.ndarra
     )
 
 
-SAMPLE_LEVEL = ("perplexity", "bits_per_byte", "valid_word_ratio", "avg_word_length")
+SAMPLE_LEVEL = ("perplexity", "bits_per_byte", "valid_word_ratio", "avg_word_length", "truth_bits_per_byte")
 
 
 def summarise_quality(
@@ -235,7 +235,7 @@ def summarise_quality(
         weights = bootstrap_weights(n, n_boot, seed)  # each sample is its own cluster
         samples = np.arange(n)
         row = {"method": method, "n_samples": n}
-        for metric in SAMPLE_LEVEL:
+        for metric in (m for m in SAMPLE_LEVEL if m in group):  # truth_bits_per_byte: under a teacher only
             stats = describe(group[metric].to_numpy(dtype=float), samples, weights, confidence)
             for stat in ("mean", "sd", "ci_low", "ci_high"):
                 row[f"{metric}_{stat}"] = stats[stat]
@@ -275,13 +275,17 @@ def model_quality(
     confidence: float,
     seed: int,
     batch_size: int = 16,
+    truth_bits: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-sample metrics and the per-method summary of one model's samples (or of the human ones)."""
+    """Per-sample metrics and the per-method summary of one model's samples (or of the human ones); `truth_bits`:
+    each sample's bits per byte under a teacher, the truth of its text (`teacher.continuation_bits`)."""
     model, tokenizer = load_causal_lm(lm_path)
     prefixes = [p.decode("utf-8", errors="replace") for p in samples["prefix"]]
     total, count = continuation_nll(model, tokenizer, prefixes, samples["text"].tolist(), batch_size)
     bpb = bits_per_byte(total, samples["text"].str.encode("utf-8").tolist())
     per_sample = sample_metrics(samples, perplexity_of(total, count), bpb, repetition_n)
+    if truth_bits is not None:
+        per_sample["truth_bits_per_byte"] = truth_bits
     continuations = {m: g["continuation"].tolist() for m, g in samples.groupby("method", sort=False)}
     mauve, mauve_boot = {}, {}
     if (samples["model"] != "human").any() and mauve_seeds:

@@ -31,8 +31,9 @@ import torch.nn.functional as F
 from oversmooth.bytelm import ByteLM, GPTByteLM, HFByteLM
 from oversmooth.decoding import Decoding
 from oversmooth.io import write_parquet
+from oversmooth.kvcache import BlockKVCache
 from oversmooth.logs import get_logger
-from oversmooth.model import VOCAB_SIZE, KVCache, bf16_autocast
+from oversmooth.model import VOCAB_SIZE, bf16_autocast
 
 log = get_logger("sampling")
 
@@ -85,10 +86,10 @@ class GPTStepper:
     def __init__(self, lm: GPTByteLM, bf16: bool | None = None):
         self.model, self.block_size, self.bf16 = lm.model, lm.block_size, bf16
         self.device = next(self.model.parameters()).device
-        self.cache = KVCache()
+        self.cache = BlockKVCache(self.block_size)
 
     def start(self, window: torch.Tensor) -> torch.Tensor:
-        self.cache = KVCache()
+        self.cache = BlockKVCache(self.block_size)
         return self._run(window)
 
     def step(self, byte: torch.Tensor) -> torch.Tensor:

@@ -4,10 +4,13 @@ from pathlib import Path
 
 import torch
 
+from oversmooth.bytelm import GPTByteLM, inference_device
+from oversmooth.checkpoints import load_model
 from oversmooth.io import atomic_path, read_parquet, write_csv
 from oversmooth.logs import log_to_file
 from oversmooth.prompts import human_samples
 from oversmooth.quality import model_quality
+from oversmooth.teacher import continuation_bits
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
@@ -17,11 +20,17 @@ with log_to_file(smk.log[0]):
     human = human_samples(read_parquet(smk.input.prompts).to_pandas(), smk.params.n_prompts)
     samples = read_parquet(smk.input.samples).to_pandas() if "samples" in smk.input.keys() else human
     lm_path = Path(smk.input.lm).parent if "lm" in smk.input.keys() else settings["perplexity_model"]
+    truth_bits = None
+    if "truth" in smk.input.keys():  # a teacher's language: each sample scored by the truth, its document before it
+        prompts = read_parquet(smk.input.prompts).to_pandas().set_index("prompt_id")
+        contexts = [prompts.at[p, "context"] + prefix for p, prefix in zip(samples["prompt_id"], samples["prefix"])]
+        truth = GPTByteLM(smk.params.truth, load_model(smk.input.truth, inference_device()))
+        truth_bits = continuation_bits(truth, contexts, samples["continuation"].tolist(), settings["batch_size"])
     per_sample, summary = model_quality(
         samples, human, lm_path, repetition_n=settings["repetition_n"], mauve_seeds=settings["mauve_seeds"],
         mauve_bootstrap=settings["mauve_bootstrap"],
         n_boot=smk.params.bootstrap["bootstrap"], confidence=smk.params.bootstrap["confidence"],
-        seed=smk.params.seed, batch_size=settings["batch_size"],
+        seed=smk.params.seed, batch_size=settings["batch_size"], truth_bits=truth_bits,
     )
     with atomic_path(smk.output.per_sample) as tmp:
         per_sample.to_parquet(tmp, index=False)
