@@ -4,6 +4,7 @@
 
 localrules:
     all,
+    findings,
     table_3_1,
     training_figure,
     metrics_table,
@@ -315,3 +316,23 @@ rule loss_matched:
         "../envs/report.yaml"
     script:
         "../workflow/scripts/loss_matched.py"
+
+
+# The thesis's claims as tests, decided from the tables (oversmooth.findings; docs/results.md names each test).
+rule findings:
+    input:
+        unpack(findings_inputs),
+    output:
+        output_files("table_findings"),
+    params:
+        **library_code("findings"),
+        ground_truths={gt: ground_truth(config, gt)["kind"] for gt in ground_truth_models(config)},
+        truth=truth_model(),
+        findings=config["findings"],
+        confidence=config["metrics"]["confidence"],
+    log:
+        log_path("report", "table_findings"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/findings.py"

@@ -19,7 +19,7 @@ OVERLAY = REPO / "config" / "smoke-teacher.yaml"
 @pytest.fixture(scope="module")
 def teacher_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("teacher")
-    targets = ["results/tables/table_4_1.csv", "results/tables/table_5_3.csv"]
+    targets = ["results/tables/table_4_1.csv", "results/tables/table_5_3.csv", "results/tables/table_findings.csv"]
     dry = snakemake(workdir, "-n", *targets, overrides=[OVERLAY])
     snakemake(workdir, *targets, overrides=[OVERLAY])
     return workdir / "results", dry.stdout + dry.stderr
@@ -76,3 +76,13 @@ def test_every_sample_is_scored_by_the_truth(teacher_run):
     # the teacher's own pure samples and the human continuations (the teacher's text) are draws of one process
     by_model = table.set_index("model")["truth_bits_per_byte_mean"]
     assert abs(by_model["gt-teacher"] - by_model["human"]) < 1.0
+
+
+def test_the_findings_are_decided_against_the_truth_and_the_proxy(teacher_run):
+    results, _ = teacher_run
+    findings = pd.read_csv(results / "tables" / "table_findings.csv")
+    assert set(findings["verdict"]) <= {"holds", "fails", "undecided"}
+    against = set(findings[findings["id"] == "tto_falls_with_k"]["ground_truth"])
+    assert against == {"gt-teacher (the truth)", "gt-nanogpt"}
+    assert set(findings[findings["id"] == "quality_collapses"]["ground_truth"]) == {"the judge", "the truth"}
+    assert (findings["ci_low"] <= findings["estimate"]).all() and (findings["estimate"] <= findings["ci_high"]).all()

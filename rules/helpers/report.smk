@@ -58,3 +58,10 @@ def loss_matched_inputs(wildcards):
         "summaries": [metrics_path(m, gt, "summary") for m, gt in metric_pairs(points)],
         "tbat": [tbat_path(m, "summary") for m in points],
     }
+
+
+def findings_inputs(wildcards):
+    """The tables the findings are decided from: Table 4.1, and Tables 7.1 (SVD heads) and 5.3 (samples) where
+    the config builds them."""
+    names = ["table_4_1"] + [n for n in ("table_7_1", "table_5_3") if output(config, n).planned]
+    return {name: table_path(name) for name in names}

@@ -46,6 +46,7 @@ OVERSMOOTHING = "Oversmoothing (ch. 4, 6; app. E, F)"
 EXACT = "Exact analyses (app. B, I)"
 QUALITY = "Samples and quality (ch. 5, 6)"
 RANK = "Rank and expressivity (ch. 7; app. H; Godey et al. 2024)"
+FINDINGS = "Findings (the thesis's claims as tests)"
 
 # Thesis appendix E splits the decoding methods in two groups; E.7 and E.8 are TBAT's, per group.
 METHOD_GROUPS = (("pure", "greedy", "temperature"), ("top_k", "top_p"))
@@ -95,6 +96,7 @@ SHOWS = {
     "table_godey_rank_constrained": "a learned rank-r head on the frozen model vs the SVD-imposed one vs from scratch",
     "figure_godey_rank_loss": "validation loss of learned and SVD-imposed rank-r heads against r",
     "table_loss_matched": "the family at matched validation loss, from its checkpoints",
+    "table_findings": "each claim of the thesis as a test per ground truth: estimate, interval, verdict",
     "figure_loss_matched": "oversmoothing against validation loss along training",
     "figure_4_1": "every model's next-byte distribution at one position",
     "figure_4_2": "mean NSMD per target byte, most and least bottlenecked model",
@@ -325,11 +327,17 @@ def _figures(config: Mapping) -> list[Output]:
     return figures
 
 
+def _findings_outputs(config: Mapping) -> list[Output]:
+    """The thesis's claims as tests, read from its tables (oversmooth.findings)."""
+    return [Output("table_findings", TABLE, "findings", "the thesis's findings", FINDINGS, "table_findings",
+                   ("tables",), tuple(main_bottleneck_models(config)))]
+
+
 def registered_outputs(config: Mapping) -> list[Output]:
     """Every table and figure the pipeline knows, those `config` does not build included (`planned` False), tables
     first."""
     return [*_model_outputs(config), *_metrics_outputs(config), *_exact_outputs(config), *_quality_outputs(config),
-            *_rank_outputs(config), *_training_outputs(config), *_figures(config)]
+            *_rank_outputs(config), *_training_outputs(config), *_findings_outputs(config), *_figures(config)]
 
 
 TABLE_BEGIN = "<!-- outputs-table:begin (generated from oversmooth.outputs by `make docs`) -->"

@@ -1,0 +1,112 @@
+"""The thesis's findings as tests: hand-computed differences and intervals, and each verdict on made-up tables."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from oversmooth.findings import (
+    FAILS,
+    HOLDS,
+    UNDECIDED,
+    Term,
+    difference,
+    findings_markdown,
+    findings_table,
+    ground_truth_findings,
+    oversmoothing_findings,
+    quality_findings,
+    svd_findings,
+    verdict,
+    z_of,
+)
+
+
+def test_a_difference_and_its_interval_by_hand():
+    # each term's half-width 0.1 at 95 %: se 0.1 / 1.96; the difference's half-width 1.96 * sqrt(2) * 0.1 / 1.96
+    estimate, low, high = difference([Term("a", 0.5, 0.4, 0.6), Term("b", 0.2, 0.1, 0.3, -1.0)], 0.95)
+    assert estimate == pytest.approx(0.3)
+    assert (low, high) == pytest.approx((0.3 - 0.1 * math.sqrt(2), 0.3 + 0.1 * math.sqrt(2)))
+    assert z_of(0.95) == pytest.approx(1.959964, abs=1e-6)
+    # a weight of 2 doubles its term's se; an offset moves the estimate, not the width
+    estimate, low, high = difference([Term("m", 0.3, 0.2, 0.4, -2.0)], 0.95, offset=0.1)
+    assert (estimate, low, high) == pytest.approx((-0.7, -0.9, -0.5))
+
+
+@pytest.mark.parametrize(("low", "high", "expected"), [(0.01, 0.2, HOLDS), (-0.2, -0.01, FAILS), (-0.1, 0.1, UNDECIDED)])
+def test_verdicts(low, high, expected):
+    assert verdict(low, high) == expected
+
+
+def metrics_table(tto, tbat=None, nsmd_excess=0.0):
+    """A Table 4.1 with one ground truth `gt-x`: TTO mean [mean - 0.01, mean + 0.01] per k; NSMD just below."""
+    rows = []
+    for k, mean in tto.items():
+        row = {"bottleneck": k, "model": f"bn-{k}", "TTO mean (gt-x)": mean, "TTO ci_low (gt-x)": mean - 0.01,
+               "TTO ci_high (gt-x)": mean + 0.01, "NSMD mean (gt-x)": mean - 0.001 + nsmd_excess}
+        if tbat is not None:
+            row |= {"TBAT mean": tbat[k][0], "TBAT ci_low": tbat[k][1], "TBAT ci_high": tbat[k][2]}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def by_id(rows):
+    return {row["id"]: row for row in rows}
+
+
+def test_the_thesis_shape_holds_on_a_table_that_has_it():
+    table = metrics_table({4: 0.8, 32: 0.6, 256: 0.55}, tbat={4: (0.9, 0.89, 0.91), 32: (0.1, 0.09, 0.11), 256: (0, 0, 0)})
+    rows = by_id(oversmoothing_findings(table, ["gt-x"], moderate_k=30, min_effect=0.05, confidence=0.95))
+    assert {r["verdict"] for r in rows.values()} == {HOLDS}
+    assert rows["tto_levels_off"]["estimate"] == pytest.approx((0.8 - 0.6) - (0.6 - 0.55))
+    assert "bn-32" in rows["tto_levels_off"]["test"]  # the bottleneck nearest moderate_k
+    assert rows["full_rank_oversmooths"]["estimate"] == pytest.approx(0.5)
+
+
+def test_each_claim_can_fail():
+    table = metrics_table({4: 0.5, 32: 0.4, 256: 0.02}, tbat={4: (0.2, 0.19, 0.21), 32: (0.1, 0.09, 0.11),
+                                                             256: (0.05, 0.04, 0.06)}, nsmd_excess=0.01)
+    rows = by_id(oversmoothing_findings(table, ["gt-x"], moderate_k=32, min_effect=0.05, confidence=0.95))
+    assert rows["tto_falls_with_k"]["verdict"] == HOLDS
+    assert rows["tto_levels_off"]["verdict"] == FAILS  # 0.1 before k = 32, 0.38 after: falling faster
+    assert rows["tto_levels_off"]["estimate"] == pytest.approx(0.1 - 0.38)
+    assert rows["full_rank_oversmooths"]["verdict"] == FAILS  # 0.02 [0.01, 0.03] < 0.05
+    assert rows["nsmd_below_tto"]["verdict"] == FAILS
+    assert rows["tbat_falls_with_k"]["verdict"] == FAILS  # TBAT at full rank is not 0
+
+
+def test_an_interval_that_holds_zero_is_undecided():
+    table = metrics_table({4: 0.5, 256: 0.495})
+    assert by_id(oversmoothing_findings(table, ["gt-x"], 32, 0.05, 0.95))["tto_falls_with_k"]["verdict"] == UNDECIDED
+
+
+def test_ground_truths_svd_heads_and_samples():
+    table = pd.DataFrame([{"model": "bn-256", "TTO mean (gt-p)": 0.6, "TTO ci_low (gt-p)": 0.59, "TTO ci_high (gt-p)": 0.61,
+                           "TTO mean (gt-h)": 0.1, "TTO ci_low (gt-h)": 0.09, "TTO ci_high (gt-h)": 0.11}])
+    rows = ground_truth_findings(table, {"gt-p": "token", "gt-h": "nanogpt"}, 0.95)
+    assert [(r["ground_truth"], r["verdict"]) for r in rows] == [("gt-p vs gt-h", HOLDS)]
+    svd = pd.DataFrame([{"model": m, "TTO mean (gt-h)": v, "TTO ci_low (gt-h)": v - 0.01, "TTO ci_high (gt-h)": v + 0.01}
+                        for m, v in (("svd-r4", 0.3), ("svd-r32", 0.35))])
+    assert svd_findings(svd, ["gt-h"], 0.95)[0]["verdict"] == FAILS
+    quality = pd.DataFrame([{"model": f"bn-{k}", "n_samples": 16, "bits_per_byte_mean": v, "bits_per_byte_ci_low": v - 0.1,
+                             "bits_per_byte_ci_high": v + 0.1} for k, v in ((4, 5.1), (8, 5.0), (16, 4.6), (256, 4.4))])
+    (row,) = quality_findings(quality, 0.95, narrow_k=8)  # no truth column: the judge alone
+    assert row["test"].startswith("bits/byte(bn-8) - bits/byte(bn-16)") and row["verdict"] == HOLDS
+    assert row["estimate"] == pytest.approx(0.4)
+
+
+def test_a_family_without_a_middle_or_a_full_rank_member_is_asked_only_what_it_can_answer():
+    table = metrics_table({4: 0.8, 64: 0.3}, tbat={4: (0.9, 0.89, 0.91), 64: (0.2, 0.19, 0.21)})
+    seeds_sd = {"bottleneck": 4, "model": "bn-4 (2 seeds: sd)", "TTO mean (gt-x)": 0.001, "NSMD mean (gt-x)": 0.002}
+    table = pd.concat([table, pd.DataFrame([seeds_sd])], ignore_index=True)  # an sd row: no NSMD <= TTO there
+    rows = by_id(oversmoothing_findings(table, ["gt-x"], moderate_k=32, min_effect=0.05, confidence=0.95))
+    assert set(rows) == {"tto_falls_with_k", "nsmd_below_tto", "tbat_falls_with_k"}
+    assert rows["nsmd_below_tto"]["verdict"] == HOLDS
+    assert rows["tbat_falls_with_k"]["claim"] == "TBAT falls with k" and rows["tbat_falls_with_k"]["verdict"] == HOLDS
+
+
+def test_the_markdown_has_a_line_per_finding():
+    table = findings_table(oversmoothing_findings(metrics_table({4: 0.8, 32: 0.6, 256: 0.55}), ["gt-x"], 32, 0.05, 0.95))
+    text = findings_markdown(table)
+    assert text.count("\n") == 2 + len(table)
+    assert "| oversmoothing falls with k | gt-x | `TTO(bn-4) - TTO(bn-256) > 0` | 0.25 [0.236, 0.264] | **holds** |" in text

@@ -1,0 +1,31 @@
+"""Snakemake adapter: the thesis's findings as tests, from the tables (rule findings)."""
+
+import pandas as pd
+
+from oversmooth.findings import (
+    findings_table,
+    ground_truth_findings,
+    oversmoothing_findings,
+    quality_findings,
+    svd_findings,
+)
+from oversmooth.io import write_csv
+from oversmooth.logs import log_to_file
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+
+with log_to_file(smk.log[0]):
+    settings, confidence, truth = smk.params.findings, smk.params.confidence, smk.params.truth
+    kinds = dict(smk.params.ground_truths)
+    tables = {name: pd.read_csv(path) for name, path in smk.input.items()}
+    rows = oversmoothing_findings(tables["table_4_1"], list(kinds), settings["moderate_k"], settings["min_effect"],
+                                  confidence)
+    rows += ground_truth_findings(tables["table_4_1"], {gt: k for gt, k in kinds.items() if gt != truth}, confidence)
+    if "table_7_1" in tables:
+        rows += svd_findings(tables["table_7_1"], list(kinds), confidence)
+    if "table_5_3" in tables:
+        rows += quality_findings(tables["table_5_3"], confidence, settings["narrow_k"])
+    table = findings_table(rows)
+    if truth:
+        table["ground_truth"] = table["ground_truth"].str.replace(truth, f"{truth} (the truth)", regex=False)
+    write_csv(table, smk.output[0])
