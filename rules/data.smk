@@ -44,6 +44,7 @@ use rule prepare_corpus as prepare_ground_truth_corpus with:
         **library_code("prepare_corpus"),
         sources=lambda w: sources_with_paths(corpus_sources(w.model)),
         **corpus_settings(),
+    localrule: any(reads_the_hub(s) for gt in config["ground_truths"] for s in gt.get("corpus", []))
     log:
         log_path("data", "prepare_corpus.{model}"),
     benchmark:

@@ -14,11 +14,11 @@ from oversmooth.teacher import (
     TEACHER_DOCUMENTS_SCHEMA,
     TeacherError,
     TeacherSpec,
-    continuation_bits,
     iter_documents,
     sample_batch,
     write_teacher_documents,
 )
+from oversmooth.truth import TruthError, continuation_bits
 
 
 @pytest.fixture(scope="module")
@@ -111,16 +111,16 @@ def test_a_continuation_is_scored_by_the_truth_in_bits_per_byte_given_its_whole_
     rows = list(iter_documents(GPTStepper(teacher), TeacherSpec(documents=4, document_bytes=32), "gt-teacher", 3))
     texts = [r["text"] for r in rows]
     cuts = [1, 5, 17, 31]  # contexts of different lengths, right-padded together in one batch
-    bits = continuation_bits(teacher, [t[:c] for t, c in zip(texts, cuts)], [t[c:] for t, c in zip(texts, cuts)])
-    alone = [continuation_bits(teacher, [t[:c]], [t[c:]])[0] for t, c in zip(texts, cuts)]
+    bits = continuation_bits(teacher.model, [t[:c] for t, c in zip(texts, cuts)], [t[c:] for t, c in zip(texts, cuts)])
+    alone = [continuation_bits(teacher.model, [t[:c]], [t[c:]])[0] for t, c in zip(texts, cuts)]
     assert bits.tolist() == pytest.approx(alone, abs=1e-9)
     # the whole document after its start byte: minus its stored log-probability, in bits per byte
     assert bits[0] == pytest.approx(-rows[0]["logprob"] / math.log(2) / 31, abs=1e-5)
-    assert math.isnan(continuation_bits(teacher, [b"\n"], [b""])[0])
+    assert math.isnan(continuation_bits(teacher.model, [b"\n"], [b""])[0])
 
 
 def test_a_text_longer_than_the_truths_block_or_without_context_is_named(teacher):
-    with pytest.raises(TeacherError, match=r"1 texts \(the first: pair 1, 34 bytes\) do not fit in gt-teacher's block of 32"):
-        continuation_bits(teacher, [b"\n", b"\n" * 10], [b"a", b"b" * 24])
-    with pytest.raises(TeacherError, match="an empty context"):
-        continuation_bits(teacher, [b""], [b"abc"])
+    with pytest.raises(TruthError, match=r"1 texts \(the first: pair 1, 34 bytes\) do not fit in the truth's block of 32"):
+        continuation_bits(teacher.model, [b"\n", b"\n" * 10], [b"a", b"b" * 24])
+    with pytest.raises(TruthError, match="an empty context"):
+        continuation_bits(teacher.model, [b""], [b"abc"])

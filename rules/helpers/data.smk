@@ -10,8 +10,13 @@ def corpus_sources(model=None):
 def local_source_files(sources):
     """Local files read by `files` sources (folders expanded) and the documents of `teacher` sources, so that editing
     one of them reruns the data stage."""
-    return [path for source in sources for path in
-            (source_files(source) if source["kind"] == "files" else [teacher_documents(source)] if source["kind"] == "teacher" else [])]
+    files = []
+    for source in sources:
+        if source["kind"] == "files":
+            files += source_files(source)
+        elif source["kind"] == "teacher":
+            files.append(teacher_documents(source))
+    return files
 
 
 def teacher_documents(source):

@@ -278,7 +278,7 @@ def model_quality(
     truth_bits: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-sample metrics and the per-method summary of one model's samples (or of the human ones); `truth_bits`:
-    each sample's bits per byte under a teacher, the truth of its text (`teacher.continuation_bits`)."""
+    each sample's bits per byte under a teacher, the truth of its text (`truth.continuation_bits`)."""
     model, tokenizer = load_causal_lm(lm_path)
     prefixes = [p.decode("utf-8", errors="replace") for p in samples["prefix"]]
     total, count = continuation_nll(model, tokenizer, prefixes, samples["text"].tolist(), batch_size)

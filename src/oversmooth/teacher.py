@@ -17,14 +17,13 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import torch
 
-from oversmooth.bytelm import ByteLM
 from oversmooth.decoding import Decoding
 from oversmooth.io import write_parquet
 from oversmooth.logs import get_logger
@@ -113,33 +112,3 @@ def write_teacher_documents(stepper: Stepper, spec: TeacherSpec, teacher: str, s
              table.num_rows, spec.document_bytes, bits.sum() / (table.num_rows * (spec.document_bytes - 1)))
     return table
 
-
-@torch.no_grad()
-def continuation_bits(lm: ByteLM, contexts: Sequence[bytes], continuations: Sequence[bytes], batch_size: int = 16) -> np.ndarray:
-    """Per pair, the continuation's log-loss under `lm` given its context, in bits per byte (NaN for an empty one):
-    under a teacher, with the whole document before it as context, its log-loss under the truth. Each context plus
-    continuation must fit in the model's block, so that every byte is scored given everything before it."""
-    if not all(contexts):
-        raise TeacherError("an empty context: the first byte of its continuation has nothing to be predicted from")
-    texts = [context + continuation for context, continuation in zip(contexts, continuations)]
-    too_long = [i for i, text in enumerate(texts) if len(text) - 1 > lm.block_size]
-    if too_long:
-        raise TeacherError(f"{len(too_long)} texts (the first: pair {too_long[0]}, {len(texts[too_long[0]])} bytes) do not "
-                           f"fit in {lm.name}'s block of {lm.block_size}: lower sampling.continuation_bytes or prompt_bytes")
-    bits = np.full(len(texts), np.nan)
-    for first in range(0, len(texts), batch_size):
-        rows = range(first, min(first + batch_size, len(texts)))
-        width = max(len(texts[i]) for i in rows) - 1
-        if width < 1:
-            continue
-        x = torch.zeros((len(rows), width), dtype=torch.long)
-        for j, i in enumerate(rows):  # right-padded: causal attention keeps the padding out of every real position
-            x[j, : len(texts[i]) - 1] = torch.tensor(list(texts[i][:-1]))
-        logprobs = lm.next_byte_logprobs(x).double().cpu()
-        for j, i in enumerate(rows):
-            start, end = len(contexts[i]), len(texts[i])
-            if end > start:
-                targets = torch.tensor(list(texts[i][start:end]))
-                nats = -logprobs[j, start - 1 : end - 1].gather(-1, targets[:, None]).sum().item()
-                bits[i] = nats / np.log(2) / (end - start)
-    return bits

@@ -4,13 +4,12 @@ from pathlib import Path
 
 import torch
 
-from oversmooth.bytelm import GPTByteLM, inference_device
 from oversmooth.checkpoints import load_model
 from oversmooth.io import atomic_path, read_parquet, write_csv
 from oversmooth.logs import log_to_file
 from oversmooth.prompts import human_samples
 from oversmooth.quality import model_quality
-from oversmooth.teacher import continuation_bits
+from oversmooth.truth import continuation_bits
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
@@ -24,7 +23,7 @@ with log_to_file(smk.log[0]):
     if "truth" in smk.input.keys():  # a teacher's language: each sample scored by the truth, its document before it
         prompts = read_parquet(smk.input.prompts).to_pandas().set_index("prompt_id")
         contexts = [prompts.at[p, "context"] + prefix for p, prefix in zip(samples["prompt_id"], samples["prefix"])]
-        truth = GPTByteLM(smk.params.truth, load_model(smk.input.truth, inference_device()))
+        truth = load_model(smk.input.truth, "cuda" if torch.cuda.is_available() else "cpu")
         truth_bits = continuation_bits(truth, contexts, samples["continuation"].tolist(), settings["batch_size"])
     per_sample, summary = model_quality(
         samples, human, lm_path, repetition_n=settings["repetition_n"], mauve_seeds=settings["mauve_seeds"],
