@@ -20,18 +20,21 @@ class TruthError(ValueError):
 
 
 @torch.no_grad()
-def continuation_bits(model: GPT, contexts: Sequence[bytes], continuations: Sequence[bytes], batch_size: int = 16) -> np.ndarray:
-    """Per pair, the continuation's log-loss under `model` (a teacher) given its context, in bits per byte (NaN for an empty one):
-    under a teacher, with the whole document before it as context, its log-loss under the truth. Each context plus
-    continuation must fit in the model's block, so that every byte is scored given everything before it."""
+def continuation_bits(
+    model: GPT, contexts: Sequence[bytes], continuations: Sequence[bytes], batch_size: int = 16
+) -> np.ndarray:
+    """Per pair, the continuation's log-loss under `model` given its context, in bits per byte (NaN for an empty
+    one): under a teacher, with the whole document before it as context, its log-loss under the truth. Each context
+    plus continuation must fit in the model's block, so that every byte is scored given everything before it."""
     if not all(contexts):
         raise TruthError("an empty context: the first byte of its continuation has nothing to be predicted from")
     texts = [context + continuation for context, continuation in zip(contexts, continuations)]
     block = model.config.block_size
     too_long = [i for i, text in enumerate(texts) if len(text) - 1 > block]
     if too_long:
-        raise TruthError(f"{len(too_long)} texts (the first: pair {too_long[0]}, {len(texts[too_long[0]])} bytes) do not "
-                           f"fit in the truth's block of {block}: lower sampling.continuation_bytes or prompt_bytes")
+        first = too_long[0]
+        raise TruthError(f"{len(too_long)} texts (the first: pair {first}, {len(texts[first])} bytes) do not fit in "
+                         f"the truth's block of {block}: lower sampling.continuation_bytes or prompt_bytes")
     bits = np.full(len(texts), np.nan)
     for first in range(0, len(texts), batch_size):
         rows = range(first, min(first + batch_size, len(texts)))
