@@ -49,7 +49,8 @@ def test_dry_run_lists_every_rule(smoke_run):
         "tbat", "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "convert_smollm2", "quality",
         "quality_table", "sample_table", "figure_5_1", "svd_model", "effective_rank", "table_7_3", "ngram_rank",
         "anisotropy", "table_godey_anisotropy", "rank_constrained_head", "checkpoint_model", "loss_matched",
-        "token_states", "token_head", "figure_token_heads", "token_prompts", "figure_token_quality", "all",
+        "token_states", "token_head", "figure_token_heads", "token_prompts", "figure_token_quality", "findings",
+        "all",
     }
     assert planned_rules(dry_output) == expected
 
@@ -93,7 +94,7 @@ def test_changing_one_bottleneck_reruns_only_that_model_and_its_descendants(smok
         "metrics_table", "position_figure", "figure_4_2", "figure_4_3", "tbat", "unargmaxable", "table_b",
         "time_metrics", "table_i_1", "sample", "quality", "quality_table", "sample_table", "figure_5_1",
         "effective_rank", "table_7_3", "anisotropy", "table_godey_anisotropy", "rank_constrained_head",
-        "checkpoint_model", "loss_matched", "all",
+        "checkpoint_model", "loss_matched", "findings", "all",
     }  # no svd_model: the SVD heads come from bn-64, the widest bottleneck; no ngram_rank: the data is unchanged
     assert "wildcards: model=bn-4" in output
     assert "model=bn-64" not in output and "model=gt-nanogpt" not in output
@@ -113,7 +114,8 @@ def test_changing_a_prompt_setting_reruns_the_prompts_and_their_readers_not_trai
         "select_prompts", "extract_logits", "oversmoothing_metrics", "metrics_table",
         "position_figure", "figure_4_2", "figure_4_3", "tbat", "time_metrics", "table_i_1",
         "sample", "quality", "quality_table", "sample_table", "figure_5_1", "effective_rank", "table_7_3",
-        "anisotropy", "table_godey_anisotropy", "loss_matched", "token_states", "figure_token_heads", "all",
+        "anisotropy", "table_godey_anisotropy", "loss_matched", "token_states", "figure_token_heads", "findings",
+        "all",
     }
 
 
@@ -172,7 +174,7 @@ def test_changing_a_metric_setting_reruns_metrics_and_tables_only(smoke_run, tmp
     output = dry_run_with_override(smoke_run, tmp_path, "metrics:\n  tau: 0.8\n")
     assert planned_rules(output) == {
         "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "time_metrics", "table_i_1",
-        "loss_matched", "figure_token_heads", "all",
+        "loss_matched", "figure_token_heads", "findings", "all",
     }
 
 
@@ -182,7 +184,7 @@ def test_a_setting_given_with_config_on_the_command_line_reruns_like_an_override
     result = snakemake(workdir, "-n", "all", "--config", 'metrics={"tau": 0.8}')
     assert planned_rules(result.stdout + result.stderr) == {
         "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "time_metrics", "table_i_1",
-        "loss_matched", "figure_token_heads", "all",
+        "loss_matched", "figure_token_heads", "findings", "all",
     }
 
 
@@ -231,13 +233,14 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
 @pytest.mark.workflow
 @pytest.mark.parametrize("module, before, planned", [
     # the script that runs oversmooth.quality (the quality job), and what reads its outputs; no training, logits,
-    # metrics or TBAT, not the SmolLM2 conversion (oversmooth.causallm), not the samples' table or Figure 5.1
-    ("quality", "def words(", {"quality", "quality_table", "figure_token_quality"}),
+    # metrics or TBAT, not the SmolLM2 conversion (oversmooth.causallm), not the samples' table or Figure 5.1; the
+    # findings read Table 5.3
+    ("quality", "def words(", {"quality", "quality_table", "figure_token_quality", "findings"}),
     # plotting code: the figures and nothing else
     ("figures", "def figure_4_2(", FIGURE_RULES),
     # the TBAT solver: TBAT, Table I.1's timings of it, and the tables that show TBAT (4.1, E.7, E.8, the
-    # loss-matched table); no metrics, quality or model
-    ("tbat", "class BATSolver", {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched"}),
+    # loss-matched table) and the findings read from Table 4.1; no metrics, quality or model
+    ("tbat", "class BATSolver", {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "findings"}),
 ])
 def test_editing_library_code_reruns_the_rules_that_run_it_naming_the_module(smoke_run, tmp_path, module, before,
                                                                               planned):
@@ -306,7 +309,9 @@ def test_the_add_a_metric_recipe_reruns_the_metric_jobs_and_adds_its_column(smok
     edit(library / "labels.py", '"entropy_diff": "Entropy difference"}',
          '"entropy_diff": "Entropy difference", "hellinger": "Hellinger"}')
     planned = planned_rules(snakemake(run, "-n", "all", repo=copy, env=env).stdout)
-    assert "oversmoothing_metrics" in planned and planned <= rules_running("metrics", copy) | {"all"}, planned
+    # and the findings, which read the tables the metrics jobs rewrite
+    assert "oversmoothing_metrics" in planned
+    assert planned <= rules_running("metrics", copy) | {"all", "findings"}, planned
     assert not planned & {"train_model", "extract_logits", "sample", "token_head", "evaluate_model"}
     config = repo_config("smoke.yaml")
     positions = metrics_path(bottleneck_models(config)[0], ground_truth_models(config)[0])
@@ -437,7 +442,8 @@ def test_tbat_of_a_trained_model_equals_the_definition_at_real_positions(smoke_r
 @pytest.mark.workflow
 def test_changing_a_tbat_setting_reruns_tbat_and_its_tables_only(smoke_run, tmp_path):
     output = dry_run_with_override(smoke_run, tmp_path, "tbat:\n  threshold: 0.3\n")
-    assert planned_rules(output) == {"tbat", "metrics_table", "time_metrics", "table_i_1", "loss_matched", "all"}
+    assert planned_rules(output) == {"tbat", "metrics_table", "time_metrics", "table_i_1", "loss_matched", "findings",
+                                     "all"}
     assert "table=table_4_2" not in output and "table=table_e_7" in output
 
 
@@ -477,7 +483,7 @@ def test_smoke_run_samples_and_scores_quality(smoke_run):
 @pytest.mark.workflow
 def test_changing_a_quality_setting_reruns_quality_only(smoke_run, tmp_path):
     output = dry_run_with_override(smoke_run, tmp_path, "quality:\n  repetition_n: 3\n")
-    assert planned_rules(output) == {"quality", "quality_table", "figure_token_quality", "all"}
+    assert planned_rules(output) == {"quality", "quality_table", "figure_token_quality", "findings", "all"}
 
 
 @pytest.mark.workflow
@@ -530,7 +536,7 @@ def test_adding_an_svd_rank_builds_that_model_only_and_a_rank_setting_reruns_tab
     output = dry_run_with_override(smoke_run, tmp_path, "svd:\n  ranks: [4, 8, 16]\n")
     assert planned_rules(output) == {
         "svd_model", "extract_logits", "sample", "oversmoothing_metrics", "position_figure", "quality",
-        "metrics_table", "quality_table", "rank_constrained_head", "all",
+        "metrics_table", "quality_table", "rank_constrained_head", "findings", "all",
     }
     assert "wildcards: rank=8" in output and "rank=4" not in output and "train_model" not in output
     output = dry_run_with_override(smoke_run, tmp_path, "rank:\n  threshold: 0.05\n")
