@@ -16,13 +16,14 @@ smk = snakemake  # noqa: F821  (injected by Snakemake)
 with log_to_file(smk.log[0]):
     torch.set_num_threads(smk.threads)
     settings = smk.params.quality
-    human = human_samples(read_parquet(smk.input.prompts).to_pandas(), smk.params.n_prompts)
+    prompts = read_parquet(smk.input.prompts).to_pandas()
+    human = human_samples(prompts, smk.params.n_prompts)
     samples = read_parquet(smk.input.samples).to_pandas() if "samples" in smk.input.keys() else human
     lm_path = Path(smk.input.lm).parent if "lm" in smk.input.keys() else settings["perplexity_model"]
     truth_bits = None
     if "truth" in smk.input.keys():  # a teacher's language: each sample scored by the truth, its document before it
-        prompts = read_parquet(smk.input.prompts).to_pandas().set_index("prompt_id")
-        contexts = [prompts.at[p, "context"] + prefix for p, prefix in zip(samples["prompt_id"], samples["prefix"])]
+        context = prompts.set_index("prompt_id")["context"]
+        contexts = [context[p] + prefix for p, prefix in zip(samples["prompt_id"], samples["prefix"])]
         truth = load_model(smk.input.truth, "cuda" if torch.cuda.is_available() else "cpu")
         truth_bits = continuation_bits(truth, contexts, samples["continuation"].tolist(), settings["batch_size"])
     per_sample, summary = model_quality(
