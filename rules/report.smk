@@ -323,11 +323,13 @@ rule findings:
     input:
         unpack(findings_inputs),
     output:
-        output_files("table_findings"),
+        table=output_files("table_findings"),
+        page=output_files("findings"),
     params:
         **library_code("findings"),
         ground_truths={gt: ground_truth(config, gt)["kind"] for gt in ground_truth_models(config)},
         truth=truth_model(),
+        e_tables={name: gt for name, (gt, _) in e_tables().items()},
         findings=config["findings"],
         confidence=config["metrics"]["confidence"],
     log:

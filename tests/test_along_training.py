@@ -63,17 +63,26 @@ def test_the_table_compares_the_family_at_each_matched_loss():
     table = loss_matched_table(_trajectory(), 4)
     tto = table[table["metric"] == "TTO"].reset_index(drop=True)
     assert list(tto.columns) == ["ground_truth", "method", "metric", "val_loss", "bn-4", "bn-8", "bn-16",
-                                 "n_bottlenecks", "spearman_k"]
+                                 "n_bottlenecks", "spearman_k", "bn-4 ci_low", "bn-4 ci_high", "bn-8 ci_low",
+                                 "bn-8 ci_high", "bn-16 ci_low", "bn-16 ci_high"]
     assert tto["val_loss"].tolist() == pytest.approx([2.2, 2.4, 2.6, 2.8])
     # at loss 2.8: bn-4 between 3.0 (0.9) and 2.4 (0.8) -> 0.8 + 0.4/0.6 * 0.1; bn-8 at its checkpoint 0.7
     last = tto.iloc[3]
     assert last["bn-4"] == pytest.approx(0.8 + 0.1 * 0.4 / 0.6) and last["bn-8"] == pytest.approx(0.7)
     assert math.isnan(last["bn-16"]) and last["n_bottlenecks"] == 2 and math.isnan(last["spearman_k"])
+    assert last[["bn-4 ci_low", "bn-4 ci_high"]].tolist() == [0.0, 1.0] and math.isnan(last["bn-16 ci_low"])
     # at 2.2 bn-8 (0.5) and bn-16 (between 2.3: 0.3 and 2.0: 0.2 -> 0.2 + 0.2/0.3 * 0.1) only
     first = tto.iloc[0]
     assert first["bn-16"] == pytest.approx(0.2 + 0.1 * 0.2 / 0.3) and first["bn-8"] == pytest.approx(0.5)
     tbat = table[table["metric"] == "TBAT"]
     assert (tbat["ground_truth"] == "-").all() and tbat[["bn-4", "bn-8"]].iloc[-1].tolist() == pytest.approx([0.1, 0.1])
+
+
+def test_a_bottleneck_s_interval_at_a_loss_interpolates_its_points_bounds():
+    run = pd.DataFrame({"val_loss": [2.0, 3.0], "mean": [0.5, 0.9], "ci_low": [0.4, 0.6], "ci_high": [0.7, 1.0]})
+    levels = np.array([2.5, 2.25])
+    assert at_loss(run, levels, "ci_low") == pytest.approx([0.5, 0.45])
+    assert at_loss(run, levels, "ci_high") == pytest.approx([0.85, 0.775])
 
 
 def test_spearman_is_minus_one_when_the_narrower_oversmooths_more_at_equal_loss():

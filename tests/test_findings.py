@@ -12,8 +12,12 @@ from oversmooth.findings import (
     Term,
     difference,
     findings_markdown,
+    findings_page,
     findings_table,
+    greedy_findings,
     ground_truth_findings,
+    least_favourable,
+    loss_matched_findings,
     oversmoothing_findings,
     quality_findings,
     svd_findings,
@@ -110,3 +114,79 @@ def test_the_markdown_has_a_line_per_finding():
     text = findings_markdown(table)
     assert text.count("\n") == 2 + len(table)
     assert "| oversmoothing falls with k | gt-x | `TTO(bn-4) - TTO(bn-256) > 0` | 0.25 [0.236, 0.264] | **holds** |" in text
+    page = findings_page(table.assign(verdict=[HOLDS, HOLDS, FAILS, HOLDS]), 0.9)
+    assert page.startswith("# The thesis's findings as tests\n\n4 tests: 3 holds, 1 fails, 0 undecided.")
+    assert "with its 90% interval" in page and page.endswith(findings_markdown(table.assign(verdict=[HOLDS, HOLDS, FAILS, HOLDS])))
+
+
+def e_table(cells):
+    """An appendix-E table of `gt-x`: cells (model, metric, method label) -> mean, intervals mean +- 0.01."""
+    rows = {}
+    for (model, metric, label), mean in cells.items():
+        row = rows.setdefault((model, metric), {"bottleneck": int(model[3:]), "model": model, "metric": metric})
+        row |= {f"{label} mean": mean, f"{label} ci_low": mean - 0.01, f"{label} ci_high": mean + 0.01}
+    return pd.DataFrame(list(rows.values()))
+
+
+def greedy_cells(nsmd_greedy_bn8=0.1):
+    """NSMD: greedy 0.1 below every other method's 0.5, but for bn-8's greedy; KL_eps: greedy 2.0 above 1.0."""
+    cells = {}
+    for model in ("bn-4", "bn-8"):
+        for label in ("Pure", "Temp."):
+            cells |= {(model, "NSMD", label): 0.5, (model, "KL_eps", label): 1.0}
+        cells |= {(model, "NSMD", "Greedy"): 0.1, (model, "KL_eps", "Greedy"): 2.0}
+    cells[("bn-8", "NSMD", "Greedy")] = nsmd_greedy_bn8
+    top = {(m, metric, label): 0.6 if metric == "NSMD" else 1.5 for m in ("bn-4", "bn-8") for metric in ("NSMD", "KL_eps")
+           for label in ("Top-K", "Top-P")}
+    return cells, top
+
+
+def test_greedy_holds_only_if_it_is_lowest_in_nsmd_and_highest_in_kl_at_every_bottleneck_and_method():
+    cells, top = greedy_cells()
+    rows = by_id(greedy_findings({"gt-x": [e_table(cells), e_table(top)]}, 0.95))
+    assert rows["greedy_lowest_nsmd"]["verdict"] == HOLDS and rows["greedy_highest_kl"]["verdict"] == HOLDS
+    # the least favourable pair: NSMD 0.5 (pure or temp.) - 0.1, not top-k's 0.6 - 0.1
+    assert rows["greedy_lowest_nsmd"]["estimate"] == pytest.approx(0.4)
+    assert rows["greedy_highest_kl"]["estimate"] == pytest.approx(0.5)  # 2.0 - top-k's 1.5
+    assert "least favourable of 8" in rows["greedy_lowest_nsmd"]["test"]
+    # bn-8's greedy above pure and temp. (0.55 > 0.5), below top-k and top-p: fails, and the failing pair is shown
+    cells, top = greedy_cells(nsmd_greedy_bn8=0.55)
+    row = by_id(greedy_findings({"gt-x": [e_table(cells), e_table(top)]}, 0.95))["greedy_lowest_nsmd"]
+    assert row["verdict"] == FAILS and row["estimate"] == pytest.approx(-0.05) and "bn-8" in row["test"]
+    # without greedy among the methods, nothing is asked
+    assert greedy_findings({"gt-x": [e_table(top)]}, 0.95) == []
+
+
+def test_one_undecided_pair_leaves_the_claim_undecided_one_failed_pair_fails_it():
+    rows = [{"verdict": HOLDS, "ci_low": 0.1, "ci_high": 0.3, "test": "a"},
+            {"verdict": UNDECIDED, "ci_low": -0.1, "ci_high": 0.3, "test": "b"}]
+    assert least_favourable(rows, "note")["verdict"] == UNDECIDED
+    assert least_favourable(rows, "note")["test"] == "b (note: the least favourable of 2)"
+    rows.append({"verdict": FAILS, "ci_low": -0.3, "ci_high": -0.05, "test": "c"})
+    assert least_favourable(rows, "note")["verdict"] == FAILS
+
+
+def loss_matched(levels):
+    """A loss-matched table: per level (loss, {model: (mean, ci_low, ci_high)}), TBAT rows and one TTO row."""
+    rows = []
+    for loss, cells in levels:
+        row = {"ground_truth": "-", "method": "pure", "metric": "TBAT", "val_loss": loss, "n_bottlenecks": len(cells)}
+        for model, (mean, low, high) in cells.items():
+            row |= {model: mean, f"{model} ci_low": low, f"{model} ci_high": high}
+        rows.append(row)
+    rows.append(rows[0] | {"metric": "TTO", "ground_truth": "gt-x"})
+    return pd.DataFrame(rows)
+
+
+def test_at_matched_loss_the_narrowest_against_the_widest_at_every_loss():
+    table = loss_matched([(2.5, {"bn-4": (0.5, 0.4, 0.6), "bn-8": (0.3, 0.2, 0.4), "bn-32": (0.1, 0.05, 0.15)}),
+                          (2.2, {"bn-8": (0.3, 0.25, 0.35), "bn-32": (0.1, 0.05, 0.15)}),
+                          (2.0, {"bn-32": (0.1, 0.05, 0.15)})])  # one bottleneck only: no comparison
+    row = loss_matched_findings(table, 0.95)[0]
+    # at 2.5: bn-4 - bn-32 = 0.4, half-widths 0.1 and 0.05; at 2.2: bn-8 - bn-32 = 0.2, 0.05 and 0.05 (lower bottom)
+    assert row["verdict"] == HOLDS and row["estimate"] == pytest.approx(0.2)
+    assert row["ci_low"] == pytest.approx(0.2 - 0.05 * math.sqrt(2))
+    assert "TBAT(bn-8) - TBAT(bn-32) at validation loss 2.200" in row["test"] and "of 2)" in row["test"]
+    table = loss_matched([(2.5, {"bn-4": (0.1, 0.0, 0.2), "bn-32": (0.1, 0.05, 0.15)})])
+    assert loss_matched_findings(table, 0.95)[0]["verdict"] == UNDECIDED
+    assert loss_matched_findings(loss_matched([(2.0, {"bn-32": (0.1, 0.05, 0.15)})]), 0.95) == []

@@ -86,3 +86,9 @@ def test_the_findings_are_decided_against_the_truth_and_the_proxy(teacher_run):
     assert against == {"gt-teacher (the truth)", "gt-nanogpt"}
     assert set(findings[findings["id"] == "quality_collapses"]["ground_truth"]) == {"the judge", "the truth"}
     assert (findings["ci_low"] <= findings["estimate"]).all() and (findings["estimate"] <= findings["ci_high"]).all()
+    # greedy against every other method, per ground truth (appendix E); TBAT at matched loss (the checkpoints)
+    greedy = findings[findings["id"] == "greedy_lowest_nsmd"]
+    assert set(greedy["ground_truth"]) == against and greedy["test"].str.contains("NSMD(", regex=False).all()
+    assert (findings["id"] == "matched_loss_tbat").sum() == 1
+    page = (results / "tables" / "findings.md").read_text()
+    assert page.startswith("# The thesis's findings as tests") and page.count("\n| ") == len(findings) + 1

@@ -662,7 +662,7 @@ def test_smoke_run_analyses_the_family_along_training(smoke_run):
             assert (results / "metrics" / f"{model}@{iteration}__gt-nanogpt.summary.csv").exists()
     table = pd.read_csv(results / "tables" / "table_loss_matched.csv")
     assert list(table.columns) == ["ground_truth", "method", "metric", "val_loss", "bn-4", "bn-64", "n_bottlenecks",
-                                   "spearman_k"]
+                                   "spearman_k", "bn-4 ci_low", "bn-4 ci_high", "bn-64 ci_low", "bn-64 ci_high"]
     assert set(table["metric"]) == {"TTO", "NSMD", "TBAT"} and set(table["ground_truth"]) == {"gt-nanogpt", "-"}
     shared = table[table["n_bottlenecks"] == 2]  # losses both runs passed through (between 0 and 10 for bn-64)
     assert len(shared) and shared[["bn-4", "bn-64"]].notna().all().all()

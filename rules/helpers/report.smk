@@ -61,7 +61,8 @@ def loss_matched_inputs(wildcards):
 
 
 def findings_inputs(wildcards):
-    """The tables the findings are decided from: Table 4.1, and Tables 7.1 (SVD heads) and 5.3 (samples) where
-    the config builds them."""
-    names = ["table_4_1"] + [n for n in ("table_7_1", "table_5_3") if output(config, n).planned]
+    """The tables the findings are decided from: Tables 4.1 and appendix E's per ground truth, and Tables 7.1 (SVD
+    heads), 5.3 (samples) and the loss-matched table (checkpoints) where the config builds them."""
+    optional = ("table_7_1", "table_5_3", "table_loss_matched")
+    names = ["table_4_1", *e_tables()] + [n for n in optional if output(config, n).planned]
     return {name: table_path(name) for name in names}

@@ -64,33 +64,38 @@ def loss_levels(trajectory: pd.DataFrame, n_levels: int) -> np.ndarray:
     return np.linspace(low, high, n_levels) if n_levels > 1 else np.array([(low + high) / 2])
 
 
-def at_loss(points: pd.DataFrame, levels: np.ndarray) -> np.ndarray:
-    """One run's metric at each validation loss, linear in loss between the two points that bracket it (points
-    ordered by loss); NaN outside the losses the run passed through."""
+def at_loss(points: pd.DataFrame, levels: np.ndarray, column: str = "mean") -> np.ndarray:
+    """One run's metric (its `column`) at each validation loss, linear in loss between the two points that bracket
+    it (points ordered by loss); NaN outside the losses the run passed through."""
     ordered = points.sort_values("val_loss")
-    x, y = ordered["val_loss"].to_numpy(), ordered["mean"].to_numpy()
+    x, y = ordered["val_loss"].to_numpy(), ordered[column].to_numpy()
     inside = (levels >= x[0]) & (levels <= x[-1])
     return np.where(inside, np.interp(levels, x, y), np.nan)
 
 
 def loss_matched_table(trajectory: pd.DataFrame, n_levels: int) -> pd.DataFrame:
     """Per ground truth, decoding method, metric and matched validation loss: each bottleneck's metric there (a
-    column `bn-<k>` each) and Spearman's rank correlation between k and the metric over the bottlenecks that reach
-    that loss (negative: the narrower, the more oversmoothing, at equal loss)."""
+    column `bn-<k>` each), Spearman's rank correlation between k and the metric over the bottlenecks that reach
+    that loss (negative: the narrower, the more oversmoothing, at equal loss), and each bottleneck's interval there
+    (`bn-<k> ci_low`, `bn-<k> ci_high`: the bounds of its points' bootstrap intervals, interpolated like the means)."""
     models = sorted(trajectory["model"].unique(), key=bottleneck_of)
+    bounds = [f"{m} {stat}" for m in models for stat in ("ci_low", "ci_high")]
     rows = []
     for (gt, method, metric), group in trajectory.groupby(["ground_truth", "method", "metric"], sort=False):
         levels = loss_levels(group, n_levels)
-        values = {m: at_loss(group[group["model"] == m], levels) for m in models if (group["model"] == m).any()}
+        runs = {m: group[group["model"] == m] for m in models if (group["model"] == m).any()}
+        values = {m: at_loss(run, levels) for m, run in runs.items()}
+        intervals = {f"{m} {stat}": at_loss(run, levels, stat)
+                     for m, run in runs.items() for stat in ("ci_low", "ci_high")}
         for i, level in enumerate(levels):
             row = {"ground_truth": gt or "-", "method": method, "metric": METRIC_LABELS.get(metric, metric.upper()),
                    "val_loss": level, **{m: v[i] for m, v in values.items()}}
             reached = {bottleneck_of(m): v[i] for m, v in values.items() if np.isfinite(v[i])}
             row["n_bottlenecks"] = len(reached)
             row["spearman_k"] = _spearman(list(reached), list(reached.values()))
-            rows.append(row)
+            rows.append(row | {name: v[i] for name, v in intervals.items()})
     return pd.DataFrame(rows).reindex(columns=["ground_truth", "method", "metric", "val_loss", *models,
-                                               "n_bottlenecks", "spearman_k"])
+                                               "n_bottlenecks", "spearman_k", *bounds])
 
 
 def _spearman(x: Sequence[float], y: Sequence[float]) -> float:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from oversmooth.bytenames import VOCAB_SIZE
+from oversmooth.labels import METHOD_LABELS
 
 HOLDS, FAILS, UNDECIDED = "holds", "fails", "undecided"
 FINDINGS_COLUMNS = ["id", "claim", "ground_truth", "test", "estimate", "ci_low", "ci_high", "verdict", "evidence"]
@@ -167,6 +168,64 @@ def quality_findings(table_5_3: pd.DataFrame, confidence: float, narrow_k: int =
     return rows
 
 
+def least_favourable(rows: Sequence[dict], note: str) -> dict:
+    """One claim tested on many pairs, as one row: it holds if every pair holds and fails if any pair fails; the
+    row shown is the pair that decides that (the lowest interval's top if one fails, else the lowest bottom)."""
+    failed = [r for r in rows if r["verdict"] == FAILS]
+    shown = min(failed, key=lambda r: r["ci_high"]) if failed else min(rows, key=lambda r: r["ci_low"])
+    return shown | {"test": f"{shown['test']} ({note}: the least favourable of {len(rows)})"}
+
+
+def _method_term(table: pd.DataFrame, model: str, metric: str, method: str, weight: float = 1.0) -> Term:
+    row = table.loc[(model, metric)]
+    label = METHOD_LABELS[method]
+    return Term(f"{method} | {model}", float(row[f"{label} mean"]), float(row[f"{label} ci_low"]),
+                float(row[f"{label} ci_high"]), weight)
+
+
+def greedy_findings(e_tables: Mapping[str, Sequence[pd.DataFrame]], confidence: float) -> list[dict]:
+    """Greedy has the lowest NSMD and the highest KL (thesis §6.1; KL_eps, since greedy's KL is infinite wherever
+    the ground truth gives two bytes mass) of every decoding method, at every bottleneck: per ground truth, from its
+    appendix-E tables (`e_tables`: ground truth -> the tables of its method groups)."""
+    rows = []
+    for gt, tables in e_tables.items():
+        merged = pd.concat([t.set_index(["model", "metric"]) for t in tables], axis=1)
+        merged = merged.loc[:, ~merged.columns.duplicated()]
+        methods = [m for m, label in METHOD_LABELS.items() if f"{label} mean" in merged]
+        if "greedy" not in methods or len(methods) < 2:
+            continue
+        models = bottleneck_rows(merged.reset_index()).values()
+        for fid, claim, metric, greedy_weight in (("greedy_lowest_nsmd", "greedy has the lowest NSMD", "NSMD", -1.0),
+                                                  ("greedy_highest_kl", "greedy has the highest KL", "KL_eps", 1.0)):
+            pairs = []
+            for model in models:
+                greedy = _method_term(merged, model, metric, "greedy", greedy_weight)
+                for other in (m for m in methods if m != "greedy"):
+                    rival = _method_term(merged, model, metric, other, -greedy_weight)
+                    first, second = (rival, greedy) if greedy_weight < 0 else (greedy, rival)
+                    pairs.append(_row(fid, claim, gt, f"{metric}({first.label}) - {metric}({second.label}) > 0",
+                                      [first, second], confidence))
+            rows.append(least_favourable(pairs, "every bottleneck and method"))
+    return rows
+
+
+def loss_matched_findings(table: pd.DataFrame, confidence: float, method: str = "pure") -> list[dict]:
+    """At matched validation loss a narrower bottleneck has more TBAT (thesis ch. 8's question): at each loss the
+    loss-matched table compares two or more bottlenecks at, the narrowest's TBAT minus the widest's, with the
+    intervals interpolated between each run's checkpoints; it holds if it holds at every such loss."""
+    tbat = table[(table["metric"] == "TBAT") & (table["method"] == method) & (table["n_bottlenecks"] >= 2)]
+    models = [c for c in table.columns if c.startswith("bn-") and " " not in c]
+    pairs = []
+    for _, level in tbat.iterrows():
+        reached = sorted((m for m in models if pd.notna(level[m])), key=lambda m: int(m.removeprefix("bn-")))
+        loss = f"at validation loss {level['val_loss']:.3f}"
+        narrow, wide = (Term(f"{m} {loss}", float(level[m]), float(level[f"{m} ci_low"]),
+                             float(level[f"{m} ci_high"]), w) for m, w in ((reached[0], 1.0), (reached[-1], -1.0)))
+        pairs.append(_row("matched_loss_tbat", "at matched loss a narrower bottleneck has more TBAT", "-",
+                          f"TBAT({reached[0]}) - TBAT({reached[-1]}) {loss} > 0", [narrow, wide], confidence))
+    return [least_favourable(pairs, "every matched loss")] if pairs else []
+
+
 def findings_table(rows: Sequence[dict]) -> pd.DataFrame:
     return pd.DataFrame(list(rows), columns=FINDINGS_COLUMNS)
 
@@ -178,3 +237,15 @@ def findings_markdown(table: pd.DataFrame) -> str:
         lines.append(f"| {row.claim} | {row.ground_truth} | `{row.test}` | {row.estimate:.3g} "
                      f"[{row.ci_low:.3g}, {row.ci_high:.3g}] | **{row.verdict}** |")
     return "\n".join(lines) + "\n"
+
+
+def findings_page(table: pd.DataFrame, confidence: float) -> str:
+    """The findings as a page (`results/tables/findings.md`): how many claims hold, fail or are undecided, what the
+    verdicts mean, and the table."""
+    counts = table["verdict"].value_counts()
+    tally = ", ".join(f"{int(counts.get(v, 0))} {v}" for v in (HOLDS, FAILS, UNDECIDED))
+    intro = (f"{len(table)} tests: {tally}. Each is a difference the thesis says is positive, with its "
+             f"{confidence:.0%} interval combined from the tables' bootstrap intervals. **holds**: the interval lies "
+             "above 0; **fails**: below 0; **undecided**: it holds 0. Each test is defined in the project's "
+             "docs/results.md.")
+    return f"# The thesis's findings as tests\n\n{intro}\n\n{findings_markdown(table)}"

@@ -38,6 +38,7 @@ from oversmooth.catalog import (
 )
 
 TABLE, FIGURE, SAMPLES = "table", "figure", "samples"  # results/tables/<n>.csv, figures/<n>.{png,pdf}, tables/<n>.md
+PAGE = "page"  # results/tables/<n>.md: a page of text made from tables (the findings)
 TOKEN_SUFFIX = "_tokens"  # the token track's tables: the byte track's names with the track in the name
 
 # Sections of `snakemake --report`.
@@ -97,6 +98,7 @@ SHOWS = {
     "figure_godey_rank_loss": "validation loss of learned and SVD-imposed rank-r heads against r",
     "table_loss_matched": "the family at matched validation loss, from its checkpoints",
     "table_findings": "each claim of the thesis as a test per ground truth: estimate, interval, verdict",
+    "findings": "the findings table as a page: each claim, its test, estimate, interval and verdict",
     "figure_loss_matched": "oversmoothing against validation loss along training",
     "figure_4_1": "every model's next-byte distribution at one position",
     "figure_4_2": "mean NSMD per target byte, most and least bottlenecked model",
@@ -127,7 +129,7 @@ class Output:
         """Its files under results/."""
         if self.kind == FIGURE:
             return (f"figures/{self.name}.png", f"figures/{self.name}.pdf")
-        return (f"tables/{self.name}.{'md' if self.kind == SAMPLES else 'csv'}",)
+        return (f"tables/{self.name}.{'md' if self.kind in (SAMPLES, PAGE) else 'csv'}",)
 
     @property
     def shows(self) -> str:
@@ -329,8 +331,9 @@ def _figures(config: Mapping) -> list[Output]:
 
 def _findings_outputs(config: Mapping) -> list[Output]:
     """The thesis's claims as tests, read from its tables (oversmooth.findings)."""
-    return [Output("table_findings", TABLE, "findings", "the thesis's findings", FINDINGS, "table_findings",
-                   ("tables",), tuple(main_bottleneck_models(config)))]
+    return [Output(name, kind, "findings", "the thesis's findings", FINDINGS, name, ("tables",),
+                   tuple(main_bottleneck_models(config))) for name, kind in (("table_findings", TABLE),
+                                                                             ("findings", PAGE))]
 
 
 def registered_outputs(config: Mapping) -> list[Output]:

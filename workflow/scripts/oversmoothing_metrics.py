@@ -3,6 +3,7 @@ or of a token-track head against its source's full head (cached states), and the
 
 import torch
 
+from oversmooth.allocator import keep_freed_memory
 from oversmooth.decoding import decodings_from_config
 from oversmooth.io import write_csv
 from oversmooth.logs import log_to_file
@@ -14,6 +15,7 @@ from oversmooth.tokensource import rule_token_source
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
+    keep_freed_memory()  # allocates and frees large arrays at every step (oversmooth.allocator)
     torch.set_num_threads(smk.threads)
     settings = smk.params.metrics
     if "head" in smk.input.keys():

@@ -1,6 +1,7 @@
 """Snakemake adapter: unargmaxable classes of one head (rule unargmaxable): a bottleneck's byte classes, approximate
 and exact, or a token-track head's tokens, exact."""
 
+from oversmooth.allocator import keep_freed_memory
 from oversmooth.argmax import linear_head_vertices, report_record, unargmaxable_classes, vertex_record
 from oversmooth.checkpoints import load_model
 from oversmooth.io import write_json
@@ -10,6 +11,7 @@ from oversmooth.tokenheads import load_head
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
+    keep_freed_memory()  # allocates and frees large arrays at every step (oversmooth.allocator)
     settings, model = smk.params.settings, smk.wildcards.model
     if "head" in smk.input.keys():
         head, meta = load_head(smk.input.head)
