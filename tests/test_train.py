@@ -201,6 +201,8 @@ def test_sigterm_saves_and_exits_then_rerun_resumes(shards, tmp_path):
     assert "job stopped by stop request (exit 143)" in both[len(first_attempt):]
 
 
+@pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.device_count() < 2,
+                    reason="where CUDA is present each process takes a GPU of its own: two need two GPUs")
 def test_two_ddp_jobs_on_one_node_run_side_by_side_and_match_a_single_process(shards, tmp_path):
     """Two CPU processes (gloo) each take half of the micro-batches; the trajectory must match. Two such jobs start
     at once, as two SLURM jobs on one node would: torchrun's standalone rendezvous gives each its own free port

@@ -27,12 +27,21 @@ def sampling_settings(model):
     return config["sampling"]
 
 
+def truth_entry():
+    """The truth's ground-truth entry as `load_byte_lm` reads it (a `token` model's `path` the folder of its input),
+    or None: no truth, or one trained here (its checkpoint is the input)."""
+    gt = loaded_ground_truth(truth_model()) if truth_model() else None
+    if gt is not None and gt["kind"] == "token":
+        return {**gt, "path": str(Path(lm_folder_input(gt["path"])).parent)}
+    return gt
+
+
 def quality_inputs(wildcards):
     inputs = {"prompts": prompts_of(wildcards.model)}
     if wildcards.model not in ("human", TOKEN_HUMAN):
         inputs["samples"] = samples_path(wildcards.model)
     if config["quality"]["perplexity_model"] == "smollm2":
         inputs["lm"] = smollm2_path()
-    if truth_model() and not is_token_model(wildcards.model):
-        inputs["truth"] = model_path(truth_model(), "best.pt")
+    if truth_model() and not is_token_model(wildcards.model):  # the truth's checkpoint, or its model folder
+        inputs |= {f"truth_{name}": path for name, path in checkpoint_input(truth_model()).items()}
     return inputs

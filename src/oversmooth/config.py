@@ -206,9 +206,10 @@ def _check_rank_settings(config: Mapping) -> None:
 
 
 def _check_teacher_sources(config: Mapping) -> None:
-    """A teacher source is the config's only source; its teacher a nanogpt ground truth trained on a corpus of its own
-    (not on the text it writes); its documents fit the teacher's block, and an evaluation context holds a whole
-    document, so that the teacher's conditionals are the truth at every evaluated position."""
+    """A teacher source is the config's only source; its teacher a pretrained ground truth (`token`: a token LM
+    marginalised to bytes, or `hf`: a byte LM) or a nanogpt one trained on a corpus of its own (not on the text it
+    writes, its documents within its block); an evaluation context holds a whole document, so that the teacher's
+    conditionals are the truth at every evaluated position."""
     sources = config.get("data", {}).get("sources", [])
     problems = []
     for i, source in enumerate(sources):
@@ -219,15 +220,19 @@ def _check_teacher_sources(config: Mapping) -> None:
             problems.append(f"  {where}: a teacher source must be the only source (the truth is known for its text alone)")
         names = {gt["name"]: gt for gt in config.get("ground_truths", [])}
         teacher = names.get(source["teacher"])
-        if teacher is None or teacher["kind"] != "nanogpt" or not teacher.get("corpus"):
-            problems.append(f"  {where}.teacher: {source['teacher']!r} must name a `nanogpt` ground truth with a `corpus` "
-                            f"of its own (ground_truths: {sorted(names)})")
+        pretrained = teacher is not None and teacher["kind"] in ("token", "hf")
+        if teacher is None or not (pretrained or (teacher["kind"] == "nanogpt" and teacher.get("corpus"))):
+            problems.append(f"  {where}.teacher: {source['teacher']!r} must name a pretrained (`token` or `hf`) ground "
+                            f"truth or a `nanogpt` one with a `corpus` of its own (ground_truths: {sorted(names)})")
             continue
-        if any(s["kind"] == "teacher" for s in teacher["corpus"]):
-            problems.append(f"  ground_truths[{source['teacher']}].corpus: a teacher learns from text, not from a teacher")
-        block = training_settings(config, f"gt-{source['teacher']}")["model"]["block_size"]
-        if source["document_bytes"] > block:
-            problems.append(f"  {where}.document_bytes: {source['document_bytes']} exceeds the teacher's block_size {block}")
+        if not pretrained:
+            if any(s["kind"] == "teacher" for s in teacher["corpus"]):
+                problems.append(f"  ground_truths[{source['teacher']}].corpus: a teacher learns from text, not from a "
+                                "teacher")
+            block = training_settings(config, f"gt-{source['teacher']}")["model"]["block_size"]
+            if source["document_bytes"] > block:
+                problems.append(f"  {where}.document_bytes: {source['document_bytes']} exceeds the teacher's "
+                                f"block_size {block}")
         context = config.get("eval", {}).get("context_bytes", 0)
         if context < source["document_bytes"]:
             problems.append(f"  eval.context_bytes: {context} is shorter than {where}.document_bytes "

@@ -210,9 +210,9 @@ def greedy_findings(e_tables: Mapping[str, Sequence[pd.DataFrame]], confidence: 
 
 
 def loss_matched_findings(table: pd.DataFrame, confidence: float, method: str = "pure") -> list[dict]:
-    """At matched validation loss a narrower bottleneck has more TBAT (thesis ch. 8's question): at each loss the
-    loss-matched table compares two or more bottlenecks at, the narrowest's TBAT minus the widest's, with the
-    intervals interpolated between each run's checkpoints; it holds if it holds at every such loss."""
+    """At matched validation loss a narrower bottleneck has more TBAT (thesis ch. 8's question): at each validation
+    loss two or more bottlenecks pass through (a row of the loss-matched table), the narrowest's TBAT minus the
+    widest's, their intervals interpolated between each run's checkpoints; it holds if it holds at every such loss."""
     tbat = table[(table["metric"] == "TBAT") & (table["method"] == method) & (table["n_bottlenecks"] >= 2)]
     models = [c for c in table.columns if c.startswith("bn-") and " " not in c]
     pairs = []

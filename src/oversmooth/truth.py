@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 if TYPE_CHECKING:
-    from oversmooth.model import GPT
+    from oversmooth.bytelm import ByteLM
 
 
 class TruthError(ValueError):
@@ -21,15 +20,16 @@ class TruthError(ValueError):
 
 @torch.no_grad()
 def continuation_bits(
-    model: GPT, contexts: Sequence[bytes], continuations: Sequence[bytes], batch_size: int = 16
+    lm: ByteLM, contexts: Sequence[bytes], continuations: Sequence[bytes], batch_size: int = 16
 ) -> np.ndarray:
-    """Per pair, the continuation's log-loss under `model` given its context, in bits per byte (NaN for an empty
-    one): under a teacher, with the whole document before it as context, its log-loss under the truth. Each context
-    plus continuation must fit in the model's block, so that every byte is scored given everything before it."""
+    """Per pair, the continuation's log-loss under the byte LM `lm` given its context, in bits per byte (NaN for an
+    empty one): under a teacher, with the whole document before it as context, its log-loss under the truth. Each
+    context plus continuation must fit in the model's block, so that every byte is scored given everything before
+    it. A model that needs outputs only from a position on (the byte-marginalised token LM) computes no others."""
     if not all(contexts):
         raise TruthError("an empty context: the first byte of its continuation has nothing to be predicted from")
     texts = [context + continuation for context, continuation in zip(contexts, continuations)]
-    block = model.config.block_size
+    block = lm.block_size
     too_long = [i for i, text in enumerate(texts) if len(text) - 1 > block]
     if too_long:
         first = too_long[0]
@@ -42,10 +42,10 @@ def continuation_bits(
         if width < 1:
             continue
         x = torch.zeros((len(rows), width), dtype=torch.long)
-        for j, i in enumerate(rows):  # right-padded: causal attention keeps the padding out of every real position
+        for j, i in enumerate(rows):  # right-padded: causal models keep the padding out of every real position
             x[j, : len(texts[i]) - 1] = torch.tensor(list(texts[i][:-1]))
-        logits, _ = model(x.to(next(model.parameters()).device))
-        logprobs = F.log_softmax(logits.float(), dim=-1).double().cpu()
+        outputs_from = [len(contexts[i]) - 1 for i in rows]
+        logprobs = lm.next_byte_outputs(x, outputs_from).logprobs.double().cpu()
         for j, i in enumerate(rows):
             start, end = len(contexts[i]), len(texts[i])
             if end > start:

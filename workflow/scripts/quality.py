@@ -4,11 +4,12 @@ from pathlib import Path
 
 import torch
 
-from oversmooth.checkpoints import load_model
+from oversmooth.bytelm import inference_device
 from oversmooth.io import atomic_path, read_parquet, write_csv
 from oversmooth.logs import log_to_file
 from oversmooth.prompts import human_samples
 from oversmooth.quality import model_quality
+from oversmooth.rules import load_byte_lm
 from oversmooth.truth import continuation_bits
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
@@ -21,10 +22,11 @@ with log_to_file(smk.log[0]):
     samples = read_parquet(smk.input.samples).to_pandas() if "samples" in smk.input.keys() else human
     lm_path = Path(smk.input.lm).parent if "lm" in smk.input.keys() else settings["perplexity_model"]
     truth_bits = None
-    if "truth" in smk.input.keys():  # a teacher's language: each sample scored by the truth, its document before it
+    if smk.params.truth:  # a teacher's language: each sample scored by the truth, its document before it
         context = prompts.set_index("prompt_id")["context"]
         contexts = [context[p] + prefix for p, prefix in zip(samples["prompt_id"], samples["prefix"])]
-        truth = load_model(smk.input.truth, "cuda" if torch.cuda.is_available() else "cpu")
+        truth = load_byte_lm(smk.params.truth, checkpoint=smk.input.get("truth_checkpoint"),
+                             ground_truth=smk.params.truth_ground_truth, device=inference_device())
         truth_bits = continuation_bits(truth, contexts, samples["continuation"].tolist(), settings["batch_size"])
     per_sample, summary = model_quality(
         samples, human, lm_path, repetition_n=settings["repetition_n"], mauve_seeds=settings["mauve_seeds"],
