@@ -103,7 +103,8 @@ def test_a_pretrained_token_teacher_writes_the_corpus_from_its_folder_and_is_the
         f"ground_truths:\n  - {{name: tiny, kind: token, path: '{tiny_token_lm}'}}\n"
         "  - {name: nanogpt, kind: nanogpt, model: {n_layer: 2}, train: {max_iters: 40}}\n")
     workdir = tmp_path / "run"
-    dry = snakemake(workdir, "-n", "results/tables/table_5_3.csv", overrides=[OVERLAY, overlay])
+    dry = snakemake(workdir, "-n", "results/tables/table_4_1.csv", "results/tables/table_5_3.csv",
+                    overrides=[OVERLAY, overlay])
     planned = planned_jobs(dry.stdout)
     assert ("teacher_corpus", "model=gt-tiny") in planned and ("extract_logits", "model=gt-tiny") in planned
     assert ("quality", "model=bn-4") in planned  # the samples scored by the truth, read from its folder
