@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from oversmooth.bytenames import VOCAB_SIZE
+from oversmooth.catalog import bottleneck_of
 from oversmooth.labels import METHOD_LABELS
 
 HOLDS, FAILS, UNDECIDED = "holds", "fails", "undecided"
@@ -217,7 +218,7 @@ def loss_matched_findings(table: pd.DataFrame, confidence: float, method: str = 
     models = [c for c in table.columns if c.startswith("bn-") and " " not in c]
     pairs = []
     for _, level in tbat.iterrows():
-        reached = sorted((m for m in models if pd.notna(level[m])), key=lambda m: int(m.removeprefix("bn-")))
+        reached = sorted((m for m in models if pd.notna(level[m])), key=bottleneck_of)
         loss = f"at validation loss {level['val_loss']:.3f}"
         narrow, wide = (Term(f"{m} {loss}", float(level[m]), float(level[f"{m} ci_low"]),
                              float(level[f"{m} ci_high"]), w) for m, w in ((reached[0], 1.0), (reached[-1], -1.0)))
