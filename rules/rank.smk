@@ -95,8 +95,7 @@ rule rank_constrained_head:
     input:
         unpack(rank_constrained_inputs),
     output:
-        table=output_files("table_godey_rank_constrained"),
-        **output_files("figure_godey_rank_loss"),
+        output_files("table_godey_rank_constrained"),
     params:
         **library_code("rank_constrained_head"),
         ranks=config["svd"]["ranks"],

@@ -20,7 +20,10 @@ localrules:
     figure_5_1,
     table_7_3,
     table_godey_anisotropy,
+    figure_godey_anisotropy,
+    figure_godey_rank_loss,
     loss_matched,
+    figure_loss_matched,
 
 
 rule table_3_1:
@@ -285,8 +288,7 @@ rule table_godey_anisotropy:
     input:
         [rank_path(m, "anisotropy") for m in rows_of("table_godey_anisotropy")],
     output:
-        table=output_files("table_godey_anisotropy"),
-        **output_files("figure_godey_anisotropy"),
+        output_files("table_godey_anisotropy"),
     params:
         **library_code("table_godey_anisotropy"),
         models=rows_of("table_godey_anisotropy"),
@@ -298,12 +300,41 @@ rule table_godey_anisotropy:
         "../workflow/scripts/table_godey_anisotropy.py"
 
 
+rule figure_godey_anisotropy:
+    input:
+        table_path("table_godey_anisotropy"),
+    output:
+        **output_files("figure_godey_anisotropy"),
+    params:
+        **library_code("figure_godey_anisotropy"),
+    log:
+        log_path("report", "figure_godey_anisotropy"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/figure_godey_anisotropy.py"
+
+
+rule figure_godey_rank_loss:
+    input:
+        table_path("table_godey_rank_constrained"),
+    output:
+        **output_files("figure_godey_rank_loss"),
+    params:
+        **library_code("figure_godey_rank_loss"),
+    log:
+        log_path("report", "figure_godey_rank_loss"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/figure_godey_rank_loss.py"
+
+
 rule loss_matched:
     input:
         unpack(loss_matched_inputs),
     output:
-        table=output_files("table_loss_matched"),
-        **output_files("figure_loss_matched"),
+        output_files("table_loss_matched"),
     params:
         **library_code("loss_matched"),
         models=main_bottleneck_models(config),
@@ -316,6 +347,24 @@ rule loss_matched:
         "../envs/report.yaml"
     script:
         "../workflow/scripts/loss_matched.py"
+
+
+rule figure_loss_matched:
+    input:
+        unpack(loss_matched_inputs),
+    output:
+        **output_files("figure_loss_matched"),
+    params:
+        **library_code("figure_loss_matched"),
+        models=main_bottleneck_models(config),
+        points=rows_of("figure_loss_matched"),
+        pairs=metric_pairs(rows_of("figure_loss_matched")),
+    log:
+        log_path("report", "figure_loss_matched"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/figure_loss_matched.py"
 
 
 # The thesis's claims as tests, decided from the tables (oversmooth.findings; docs/results.md names each test).

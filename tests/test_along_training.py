@@ -9,12 +9,12 @@ import pytest
 
 from oversmooth.along_training import (
     at_loss,
-    figure_loss_matched,
     loss_levels,
     loss_matched_table,
     training_points,
     trajectory,
 )
+from oversmooth.figures import figure_loss_matched
 
 LOGS = {
     "bn-4": pd.DataFrame({"iteration": [0, 10, 20], "val_loss": [5.5, 3.0, 2.4], "head_singular_entropy_gap": [0.0, 0.2, 0.3]}),

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from oversmooth.seeds import combined_interval, with_seed_rows
+from oversmooth.seeds import combined_interval, with_seed_rows, without_seed_rows
 
 
 def test_without_prompt_noise_the_interval_is_the_student_t_interval_over_seeds():
@@ -55,3 +55,13 @@ def test_seed_rows_are_per_row_key_and_a_table_without_seed_runs_is_unchanged():
     assert means.to_dict() == {"Pure": 12.0, "Greedy": 5.0}
     single = table[table["model"] == "bn-4"]
     assert with_seed_rows(single).equals(single.reset_index(drop=True))
+
+
+def test_a_written_table_read_back_without_its_seed_rows_is_its_runs():
+    table = pd.DataFrame({"model": ["bn-4", "bn-4-s3", "bn-8"], "layer": [0, 0, 0], "anisotropy": [0.2, 0.4, 0.3]})
+    written = with_seed_rows(table)
+    assert len(written) == 5
+    pd.testing.assert_frame_equal(without_seed_rows(written), table, check_dtype=False)
+    # a model whose name merely contains "seeds" stays
+    odd = pd.DataFrame({"model": ["bn-4 (seeds)", "gt-x"], "anisotropy": [0.1, 0.2]})
+    pd.testing.assert_frame_equal(without_seed_rows(odd), odd)

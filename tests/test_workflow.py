@@ -216,7 +216,7 @@ def repository_copy(tmp_path):
 
 
 FIGURE_RULES = {"figure_4_2", "figure_4_3", "figure_5_1", "figure_token_heads", "figure_token_quality",
-                "position_figure", "training_figure"}
+                "position_figure", "training_figure", "figure_godey_anisotropy", "figure_loss_matched"}
 
 
 @pytest.mark.workflow

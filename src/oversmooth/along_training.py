@@ -9,14 +9,17 @@ are measured alike.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from oversmooth.catalog import bottleneck_of, checkpoint_parts
 from oversmooth.labels import METRIC_LABELS
-from oversmooth.plotting import plt, sns
+from oversmooth.metrics_report import load_summaries, load_tbat_summaries
 
 TRAJECTORY_METRICS = ("tto", "nsmd")
 TBAT = "tbat"
@@ -50,6 +53,18 @@ def trajectory(points: pd.DataFrame, summary: pd.DataFrame, tbat: pd.DataFrame) 
               tbat.assign(ground_truth="")[["model", "ground_truth", "method", "metric", "mean", "ci_low", "ci_high"]]]
     long = pd.concat([f for f in frames if len(f)], ignore_index=True).rename(columns={"model": "point"})
     return points.merge(long, on="point", how="inner", validate="one_to_many")
+
+
+def load_trajectory(models: Sequence[str], logs: Sequence[str | os.PathLike], configs: Sequence[str | os.PathLike],
+                    points: Sequence[str], pairs: Sequence[tuple[str, str]], summaries: Sequence[str | os.PathLike],
+                    tbat: Sequence[str | os.PathLike]) -> pd.DataFrame:
+    """`trajectory` from a run's files: each bottleneck's training log and summary (`models`, `logs`, `configs`),
+    and each point's metrics summaries (one per (point, ground truth) of `pairs`) and TBAT summary (one per point)."""
+    train_logs = {m: pd.read_csv(path) for m, path in zip(models, logs, strict=True)}
+    best = {m: json.loads(Path(path).read_text())["best_iteration"] for m, path in zip(models, configs, strict=True)}
+    summary = load_summaries(dict(zip(map(tuple, pairs), summaries, strict=True)))
+    return trajectory(training_points(train_logs, best, points), summary,
+                      load_tbat_summaries(dict(zip(points, tbat, strict=True))))
 
 
 def loss_levels(trajectory: pd.DataFrame, n_levels: int) -> np.ndarray:
@@ -106,28 +121,3 @@ def _spearman(x: Sequence[float], y: Sequence[float]) -> float:
     if rx.std() == 0 or ry.std() == 0:
         return float("nan")
     return float(np.corrcoef(rx, ry)[0, 1])
-
-
-def figure_loss_matched(trajectory: pd.DataFrame, method: str = "pure") -> plt.Figure:
-    """TTO and NSMD against each ground truth, TBAT, and the head's singular-entropy gap, against validation loss:
-    one line per bottleneck through its checkpoints, the best weights marked."""
-    picked = trajectory[trajectory["method"] == method].copy()
-    picked["panel"] = [f"{METRIC_LABELS.get(m, m.upper())} vs {gt}" if gt else METRIC_LABELS.get(m, m.upper())
-                       for m, gt in zip(picked["metric"], picked["ground_truth"])]
-    gap = picked.drop_duplicates("point").assign(panel="head singular-entropy gap (Godey)")
-    gap["mean"] = gap["singular_entropy_gap"]
-    data = pd.concat([picked, gap], ignore_index=True).sort_values(["bottleneck", "iteration"])
-    data["k"] = data["bottleneck"].astype(str)
-    panels = list(dict.fromkeys(data["panel"]))
-    grid = sns.FacetGrid(data, col="panel", col_order=panels, col_wrap=min(3, len(panels)), height=3.2, aspect=1.2,
-                         sharey=False, hue="k", hue_order=[str(k) for k in sorted(data["bottleneck"].unique())])
-    grid.map_dataframe(sns.lineplot, x="val_loss", y="mean", marker="o", sort=False, estimator=None)
-    for ax, panel in zip(grid.axes.flat, panels):
-        final = data[(data["panel"] == panel) & data["final"]]
-        ax.scatter(final["val_loss"], final["mean"], marker="*", s=120, color="black", zorder=5, label="best weights")
-    grid.axes.flat[0].invert_xaxis()  # training moves right (the panels share this axis: invert it once)
-    grid.add_legend(title="k")
-    grid.set_axis_labels("validation loss (nats/byte)", "")
-    grid.set_titles("{col_name}")
-    grid.figure.suptitle(f"Oversmoothing along training against validation loss ({method}; * best weights)", y=1.03)
-    return grid.figure

@@ -1,6 +1,7 @@
-"""The thesis's figures that have a rule of their own: Figures 3.1, 4.1-4.3, 5.1, Godey et al.'s singular entropy
-during training, and the token track's heads and sample quality. Plotting only — the numbers they draw come from
-the table modules (`metrics_report`, `quality_report`) — so a plotting edit reruns figure jobs and nothing else."""
+"""Every figure of the pipeline: Figures 3.1, 4.1-4.3, 5.1, Godey et al.'s singular entropy during training,
+anisotropy and rank-constrained heads, oversmoothing along training, and the token track's heads and sample
+quality. Plotting only — the numbers they draw come from the table and analysis modules — and the only module that
+imports `plotting`, so a plotting edit reruns figure jobs and nothing else."""
 
 from __future__ import annotations
 
@@ -215,5 +216,60 @@ def figure_token_quality(summary: pd.DataFrame, human: pd.DataFrame) -> plt.Figu
     axes[0][-1].legend(fontsize=7)
     fig.suptitle("Token track: sample quality of rank-k heads (dotted: the full head; black: human text; "
                  "bootstrap CIs)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def figure_loss_matched(trajectory: pd.DataFrame, method: str = "pure") -> plt.Figure:
+    """TTO and NSMD against each ground truth, TBAT, and the head's singular-entropy gap, against validation loss:
+    one line per bottleneck through its checkpoints, the best weights marked."""
+    picked = trajectory[trajectory["method"] == method].copy()
+    picked["panel"] = [f"{METRIC_LABELS.get(m, m.upper())} vs {gt}" if gt else METRIC_LABELS.get(m, m.upper())
+                       for m, gt in zip(picked["metric"], picked["ground_truth"])]
+    gap = picked.drop_duplicates("point").assign(panel="head singular-entropy gap (Godey)")
+    gap["mean"] = gap["singular_entropy_gap"]
+    data = pd.concat([picked, gap], ignore_index=True).sort_values(["bottleneck", "iteration"])
+    data["k"] = data["bottleneck"].astype(str)
+    panels = list(dict.fromkeys(data["panel"]))
+    grid = sns.FacetGrid(data, col="panel", col_order=panels, col_wrap=min(3, len(panels)), height=3.2, aspect=1.2,
+                         sharey=False, hue="k", hue_order=[str(k) for k in sorted(data["bottleneck"].unique())])
+    grid.map_dataframe(sns.lineplot, x="val_loss", y="mean", marker="o", sort=False, estimator=None)
+    for ax, panel in zip(grid.axes.flat, panels):
+        final = data[(data["panel"] == panel) & data["final"]]
+        ax.scatter(final["val_loss"], final["mean"], marker="*", s=120, color="black", zorder=5, label="best weights")
+    grid.axes.flat[0].invert_xaxis()  # training moves right (the panels share this axis: invert it once)
+    grid.add_legend(title="k")
+    grid.set_axis_labels("validation loss (nats/byte)", "")
+    grid.set_titles("{col_name}")
+    grid.figure.suptitle(f"Oversmoothing along training against validation loss ({method}; * best weights)", y=1.03)
+    return grid.figure
+
+
+def anisotropy_figure(table: pd.DataFrame) -> plt.Figure:
+    """Anisotropy against relative depth (0 = embeddings, 1 = post-bottleneck), one line per model."""
+    depth = table.groupby("model")["layer"].transform("max")
+    data = table.assign(relative_depth=table["layer"] / depth)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    sns.lineplot(data=data, x="relative_depth", y="anisotropy", hue="model", marker="o", ax=ax)
+    ax.set_xlabel("relative depth (embeddings → blocks → pre-bottleneck → post-bottleneck)")
+    ax.set_ylabel("mean pairwise cosine similarity")
+    ax.set_title("Anisotropy of representations per layer (Godey et al. 2024)")
+    fig.tight_layout()
+    return fig
+
+
+def rank_loss_figure(table: pd.DataFrame) -> plt.Figure:
+    """Validation loss against rank: learned head on the frozen model, SVD-imposed, trained from scratch."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for column, label in (("learned_head_loss", "learned rank-r head, frozen body"),
+                          ("svd_imposed_loss", "SVD-imposed (truncated after training)"),
+                          ("from_scratch_loss", "bottleneck trained from scratch")):
+        ax.plot(table["rank"], table[column], marker="o", label=label)
+    ax.axhline(table["source_loss"].iloc[0], color="grey", linestyle="--", label="source model")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("rank r of the head")
+    ax.set_ylabel("validation loss (nats per byte)")
+    ax.set_title("Learned vs imposed rank constraints (Godey et al. 2024)")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -120,22 +120,3 @@ def rank_loss_table(source: str | os.PathLike, train: np.ndarray, val: np.ndarra
         log.info("rank %d: learned head %.4f, SVD-imposed %.4f, from scratch %.4f (source %.4f)",
                  rank, learned, imposed, from_scratch, source_loss)
     return rows
-
-
-def rank_loss_figure(table):
-    """Validation loss against rank: learned head on the frozen model, SVD-imposed, trained from scratch."""
-    from oversmooth.plotting import plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    for column, label in (("learned_head_loss", "learned rank-r head, frozen body"),
-                          ("svd_imposed_loss", "SVD-imposed (truncated after training)"),
-                          ("from_scratch_loss", "bottleneck trained from scratch")):
-        ax.plot(table["rank"], table[column], marker="o", label=label)
-    ax.axhline(table["source_loss"].iloc[0], color="grey", linestyle="--", label="source model")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("rank r of the head")
-    ax.set_ylabel("validation loss (nats per byte)")
-    ax.set_title("Learned vs imposed rank constraints (Godey et al. 2024)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig

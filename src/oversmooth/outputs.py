@@ -286,12 +286,14 @@ def _rank_outputs(config: Mapping) -> list[Output]:
                ("data",)),
         Output("table_godey_anisotropy", TABLE, "table_godey_anisotropy", "Godey et al. 2024", RANK,
                "table_godey_anisotropy", ("rank",), tuple(trained_models(config))),
-        Output("figure_godey_anisotropy", FIGURE, "table_godey_anisotropy", "Godey et al. 2024", RANK,
-               "figure_godey_anisotropy", ("rank",), tuple(trained_models(config))),
+        Output("figure_godey_anisotropy", FIGURE, "figure_godey_anisotropy", "Godey et al. 2024", RANK,
+               "figure_godey_anisotropy", ("tables",), tuple(trained_models(config))),
     ]
-    outputs += [Output(name, kind, "rank_constrained_head", "Godey et al. 2024; thesis ch. 7", RANK, name,
-                       ("models", "data"), tuple(svd_models(config)), planned=bool(svd_models(config)))
-                for name, kind in (("table_godey_rank_constrained", TABLE), ("figure_godey_rank_loss", FIGURE))]
+    svd, thesis = tuple(svd_models(config)), "Godey et al. 2024; thesis ch. 7"
+    outputs += [Output("table_godey_rank_constrained", TABLE, "rank_constrained_head", thesis, RANK,
+                       "table_godey_rank_constrained", ("models", "data"), svd, planned=bool(svd)),
+                Output("figure_godey_rank_loss", FIGURE, "figure_godey_rank_loss", thesis, RANK,
+                       "figure_godey_rank_loss", ("tables",), svd, planned=bool(svd))]
     return outputs
 
 
@@ -299,9 +301,10 @@ def _training_outputs(config: Mapping) -> list[Output]:
     """The family at matched validation loss (thesis ch. 8), with checkpoints along training."""
     planned = bool(checkpoint_models(config))
     points = tuple(checkpoint_models(config) + main_bottleneck_models(config)) if planned else ()
-    return [Output(name, kind, "loss_matched", "thesis ch. 8", OVERSMOOTHING, name, ("models", "metrics", "tbat"),
-                   points, planned=planned)
-            for name, kind in (("table_loss_matched", TABLE), ("figure_loss_matched", FIGURE))]
+    return [Output(name, kind, rule, "thesis ch. 8", OVERSMOOTHING, name, ("models", "metrics", "tbat"), points,
+                   planned=planned)
+            for name, kind, rule in (("table_loss_matched", TABLE, "loss_matched"),
+                                     ("figure_loss_matched", FIGURE, "figure_loss_matched"))]
 
 
 def _figures(config: Mapping) -> list[Output]:

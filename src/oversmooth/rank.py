@@ -234,18 +234,3 @@ def anisotropy_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.concat([frame.assign(model=model) for model, frame in frames.items()], ignore_index=True)[
         ["model", "layer", "representation", "anisotropy", "vectors", "dim"]
     ]
-
-
-def anisotropy_figure(table: pd.DataFrame):
-    """Anisotropy against relative depth (0 = embeddings, 1 = post-bottleneck), one line per model."""
-    from oversmooth.plotting import plt, sns
-
-    depth = table.groupby("model")["layer"].transform("max")
-    data = table.assign(relative_depth=table["layer"] / depth)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    sns.lineplot(data=data, x="relative_depth", y="anisotropy", hue="model", marker="o", ax=ax)
-    ax.set_xlabel("relative depth (embeddings → blocks → pre-bottleneck → post-bottleneck)")
-    ax.set_ylabel("mean pairwise cosine similarity")
-    ax.set_title("Anisotropy of representations per layer (Godey et al. 2024)")
-    fig.tight_layout()
-    return fig

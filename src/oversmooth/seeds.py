@@ -31,6 +31,11 @@ def seed_row_label(model: str, n_runs: int, statistic: str) -> str:
     return f"{model} ({n_runs} seeds: {statistic})"
 
 
+def without_seed_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """A written table's rows of single runs: its across-seed mean and sd rows (`seed_row_label`) left out."""
+    return table[~table["model"].astype(str).str.fullmatch(r".+ \(\d+ seeds: (mean|sd)\)")].reset_index(drop=True)
+
+
 def combined_interval(means: np.ndarray, ci_low: np.ndarray, ci_high: np.ndarray,
                       level: float = 0.95) -> tuple[float, float]:
     """The interval of the across-seed mean of `means` (one per run, each with its own bootstrap interval):

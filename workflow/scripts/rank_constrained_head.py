@@ -1,14 +1,13 @@
 """Snakemake adapter: learned rank-r heads on the frozen source model against the SVD-imposed and from-scratch
-heads (Godey et al. 2024; rule rank_constrained_head)."""
+heads (Godey et al. 2024; rule rank_constrained_head). Its figure is drawn by rule figure_godey_rank_loss."""
 
 import numpy as np
 import pandas as pd
 import torch
 
-from oversmooth.headfit import HeadFitSettings, rank_loss_figure, rank_loss_table
+from oversmooth.headfit import HeadFitSettings, rank_loss_table
 from oversmooth.io import write_csv
 from oversmooth.logs import log_to_file
-from oversmooth.plotting import save_figure
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
@@ -26,6 +25,4 @@ with log_to_file(smk.log[0]):
         dict(zip(smk.params.scratch, smk.input.scratch)),
         settings,
     )
-    table = pd.DataFrame(rows)
-    write_csv(table, smk.output.table)
-    save_figure(rank_loss_figure(table), smk.output.png, smk.output.pdf)
+    write_csv(pd.DataFrame(rows), smk.output[0])

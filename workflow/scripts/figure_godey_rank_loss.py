@@ -1,0 +1,13 @@
+"""Snakemake adapter: validation loss of the learned, SVD-imposed and from-scratch rank-r heads against r (Godey et
+al. 2024), from rule rank_constrained_head's table."""
+
+import pandas as pd
+
+from oversmooth.figures import rank_loss_figure
+from oversmooth.logs import log_to_file
+from oversmooth.plotting import save_figure
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+
+with log_to_file(smk.log[0]):
+    save_figure(rank_loss_figure(pd.read_csv(smk.input[0])), smk.output.png, smk.output.pdf)
