@@ -43,12 +43,12 @@ dryrun: install
 # The compute plan of a config before submitting it: make plan CONFIG=config/thesis.yaml [PLAN_ARGS="--gpu h100"]
 CONFIG ?= config/config.yaml
 plan: install
-	$(BIN)/python -m oversmooth.plan --configfile $(CONFIG) $(PLAN_ARGS)
+	$(BIN)/python -m oversmooth.workflow.plan --configfile $(CONFIG) $(PLAN_ARGS)
 
 # Where a finished run's time went: per stage, start-up, kernel share, critical path (WORKDIR: the run's folder)
 WORKDIR ?= .
 profile: install
-	$(BIN)/python -m oversmooth.runprofile --workdir $(WORKDIR)
+	$(BIN)/python -m oversmooth.workflow.runprofile --workdir $(WORKDIR)
 
 # The docs' generated blocks (config reference, rule graph) and docs/rulegraph.svg (needs Graphviz's dot).
 docs: install

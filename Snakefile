@@ -5,7 +5,7 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from oversmooth.config import check_paths, validate_config
+from oversmooth.workflow.config import check_paths, validate_config
 
 min_version("9.0")
 

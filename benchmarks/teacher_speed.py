@@ -10,12 +10,12 @@ import argparse
 
 import torch
 
-from oversmooth.bytelm import GPTByteLM
-from oversmooth.checkpoints import load_model
-from oversmooth.model import GPT, GPTConfig
-from oversmooth.sampling import GPTStepper, UncachedStepper
-from oversmooth.teacher import TeacherSpec, iter_documents
-from oversmooth.timing import seconds
+from oversmooth.analysis.timing import seconds
+from oversmooth.generation.sampling import GPTStepper, UncachedStepper
+from oversmooth.generation.teacher import TeacherSpec, iter_documents
+from oversmooth.models.bytelm import GPTByteLM
+from oversmooth.models.checkpoints import load_model
+from oversmooth.models.model import GPT, GPTConfig
 
 
 def main() -> None:

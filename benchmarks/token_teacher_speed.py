@@ -17,8 +17,8 @@ import time
 import numpy as np
 import torch
 
-from oversmooth.teacher import TeacherSpec, iter_documents
-from oversmooth.tokenmarginal import MarginalSettings, MarginalStepper, TokenMarginalByteLM, load_token_byte_lm
+from oversmooth.generation.teacher import TeacherSpec, iter_documents
+from oversmooth.models.tokenmarginal import MarginalSettings, MarginalStepper, TokenMarginalByteLM, load_token_byte_lm
 
 
 def load(folder: str, settings: MarginalSettings, random: bool, dtype: str, device: str) -> TokenMarginalByteLM:

@@ -22,15 +22,15 @@ import argparse
 import numpy as np
 import torch
 
-from oversmooth.causallm import load_causal_lm
-from oversmooth.data import read_shard
-from oversmooth.decoding import Decoding, nucleus_mask
-from oversmooth.reference import nucleus_mask_by_sort
-from oversmooth.sampling import TokenHeadStepper, UncachedStepper, generate, uniforms_for
-from oversmooth.timing import seconds
-from oversmooth.tokenfit import svd_head
-from oversmooth.tokenheads import output_weight
-from oversmooth.tokenstates import final_hidden_states, shard_token_ids
+from oversmooth.analysis.decoding import Decoding, nucleus_mask
+from oversmooth.analysis.reference import nucleus_mask_by_sort
+from oversmooth.analysis.timing import seconds
+from oversmooth.analysis.tokenfit import svd_head
+from oversmooth.analysis.tokenheads import output_weight
+from oversmooth.analysis.tokenstates import final_hidden_states, shard_token_ids
+from oversmooth.data.corpus import read_shard
+from oversmooth.generation.sampling import TokenHeadStepper, UncachedStepper, generate, uniforms_for
+from oversmooth.models.causallm import load_causal_lm
 
 
 def best_of(rounds: int, fn) -> float:

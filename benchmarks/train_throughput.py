@@ -13,8 +13,8 @@ import time
 import numpy as np
 import torch
 
-from oversmooth.model import GPT, GPTConfig, sample_windows
-from oversmooth.train import TrainConfig, make_optimizer, setup_runtime, train_step
+from oversmooth.models.model import GPT, GPTConfig, sample_windows
+from oversmooth.models.train import TrainConfig, make_optimizer, setup_runtime, train_step
 
 
 def baseline_step(model: GPT, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> None:

@@ -1,6 +1,6 @@
 """Regenerate the docs' generated blocks: the config reference in docs/configuration.md (from the schema), the
-outputs in the README and docs/outputs.md (from the registry, oversmooth.outputs, on the default config), the rule
-graph in docs/dag.md (`snakemake --rulegraph mermaid-js`), docs/rulegraph.svg when Graphviz's `dot` is installed,
+outputs in the README and docs/outputs.md (from the registry, oversmooth.workflow.outputs, on the default config),
+the rule graph in docs/dag.md (`snakemake --rulegraph mermaid-js`), docs/rulegraph.svg when Graphviz's `dot` is installed,
 and the findings in docs/results.md from the pages of a finished `make demo` and `make demo-teacher`
 (`results/tables/findings.md`, `runs/teacher/results/tables/findings.md`) where those runs are there.
 
@@ -16,8 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from oversmooth.config import REFERENCE_BEGIN, REFERENCE_END, load_config, reference_markdown
-from oversmooth.outputs import LIST_BEGIN, LIST_END, TABLE_BEGIN, TABLE_END, outputs_list, outputs_table
+from oversmooth.workflow.config import REFERENCE_BEGIN, REFERENCE_END, load_config, reference_markdown
+from oversmooth.workflow.outputs import LIST_BEGIN, LIST_END, TABLE_BEGIN, TABLE_END, outputs_list, outputs_table
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGURATION = ROOT / "docs" / "configuration.md"

@@ -1,8 +1,8 @@
 # What the rules share: the library code a rule runs, the scheduling order, the registry of tables and figures
-# (oversmooth.outputs) as the rules use it, the inputs that several stages read, and job resources. Paths are
-# oversmooth.layout's; each stage's own helpers are in rules/helpers/<stage>.smk.
+# (oversmooth.workflow.outputs) as the rules use it, the inputs that several stages read, and job resources. Paths are
+# oversmooth.core.layout's; each stage's own helpers are in rules/helpers/<stage>.smk.
 
-from oversmooth.catalog import (
+from oversmooth.core.catalog import (
     bottleneck_models,
     family_models,
     ground_truth,
@@ -20,10 +20,9 @@ from oversmooth.catalog import (
     trained_models,
     training_settings,
 )
-from oversmooth.cluster import SCHEDULING_KEYS
-from oversmooth.cluster import job_resources as cluster_job_resources
-from oversmooth.data import reads_the_hub, source_files
-from oversmooth.layout import (
+from oversmooth.core.cluster import SCHEDULING_KEYS
+from oversmooth.core.cluster import job_resources as cluster_job_resources
+from oversmooth.core.layout import (
     benchmark_path,
     corpus_path,
     data_path,
@@ -49,9 +48,10 @@ from oversmooth.layout import (
     token_states_path,
     unargmaxable_path,
 )
-from oversmooth.names import pattern
-from oversmooth.provenance import library_params
-from oversmooth.outputs import (
+from oversmooth.core.names import pattern
+from oversmooth.core.provenance import library_params
+from oversmooth.data.corpus import reads_the_hub, source_files
+from oversmooth.workflow.outputs import (
     FIGURE,
     TOKEN_SUFFIX,
     e_table_names,
@@ -92,7 +92,7 @@ def settings_without_threads(settings):
 
 
 def rows_of(name):
-    """The models that form a table's rows or a figure's panels (the registry: oversmooth.outputs)."""
+    """The models that form a table's rows or a figure's panels (the registry: oversmooth.workflow.outputs)."""
     return list(output(config, name).rows)
 
 

@@ -367,7 +367,8 @@ rule figure_loss_matched:
         "../workflow/scripts/figure_loss_matched.py"
 
 
-# The thesis's claims as tests, decided from the tables (oversmooth.findings; docs/results.md names each test).
+# The thesis's claims as tests, decided from the tables (oversmooth.reporting.findings; docs/results.md names
+# each test).
 rule findings:
     input:
         unpack(findings_inputs),

@@ -10,7 +10,7 @@ import pytest
 import torch
 from workflow_helpers import snakemake
 
-from oversmooth.prompts import PROMPTS_SCHEMA
+from oversmooth.data.prompts import PROMPTS_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
 

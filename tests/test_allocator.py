@@ -5,7 +5,7 @@ import sys
 
 import numpy as np
 
-from oversmooth.allocator import KEEP_FREED_MEMORY, M_MMAP_THRESHOLD, keep_freed_memory
+from oversmooth.core.allocator import KEEP_FREED_MEMORY, M_MMAP_THRESHOLD, keep_freed_memory
 
 
 def test_glibc_takes_every_setting_and_caps_the_mmap_threshold_at_its_maximum():
@@ -15,7 +15,7 @@ def test_glibc_takes_every_setting_and_caps_the_mmap_threshold_at_its_maximum():
 
 
 def test_a_computation_gives_the_same_bytes_with_and_without_the_settings():
-    program = ("import sys, numpy as np\nfrom oversmooth.allocator import keep_freed_memory\n"
+    program = ("import sys, numpy as np\nfrom oversmooth.core.allocator import keep_freed_memory\n"
                "if sys.argv[1] == 'keep': keep_freed_memory()\n"
                "rng = np.random.default_rng(0)\n"
                "out = sum(np.log1p(rng.random((512, 49152))).sum(axis=1) for _ in range(8))\n"

@@ -7,14 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from oversmooth.along_training import (
+from oversmooth.reporting.along_training import (
     at_loss,
     loss_levels,
     loss_matched_table,
     training_points,
     trajectory,
 )
-from oversmooth.figures import figure_loss_matched
+from oversmooth.reporting.figures import figure_loss_matched
 
 LOGS = {
     "bn-4": pd.DataFrame({"iteration": [0, 10, 20], "val_loss": [5.5, 3.0, 2.4], "head_singular_entropy_gap": [0.0, 0.2, 0.3]}),

@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.spatial import ConvexHull
 
-from oversmooth.argmax import (
+from oversmooth.analysis.argmax import (
     centred_basis,
     exact_argmaxable,
     head_geometry,
@@ -16,7 +16,7 @@ from oversmooth.argmax import (
     unargmaxable_classes,
     verify_witness,
 )
-from oversmooth.model import BottleneckHead
+from oversmooth.models.model import BottleneckHead
 
 
 def head_with_rows(rows: np.ndarray, beta: np.ndarray | None = None) -> BottleneckHead:

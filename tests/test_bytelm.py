@@ -5,9 +5,9 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from oversmooth.bytelm import GPTByteLM, load_hf_byte_lm
-from oversmooth.evaluate import heldout_metrics
-from oversmooth.model import GPT, GPTConfig
+from oversmooth.models.bytelm import GPTByteLM, load_hf_byte_lm
+from oversmooth.models.evaluate import heldout_metrics
+from oversmooth.models.model import GPT, GPTConfig
 
 OFFSET, BOS, N_TOKENS = 3, 1, 3 + 256 + 5  # EvaByte-like: specials, then the 256 bytes, then more specials
 

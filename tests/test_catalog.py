@@ -3,8 +3,8 @@
 import pytest
 from workflow_helpers import repo_config
 
-from oversmooth import catalog
-from oversmooth.catalog import (
+from oversmooth.core import catalog
+from oversmooth.core.catalog import (
     all_models,
     bottleneck_of,
     checkpoint_models,
@@ -18,8 +18,8 @@ from oversmooth.catalog import (
     training_settings,
     without_seed_runs,
 )
-from oversmooth.config import load_config
-from oversmooth.names import kind_of, pattern
+from oversmooth.core.names import kind_of, pattern
+from oversmooth.workflow.config import load_config
 
 
 @pytest.fixture

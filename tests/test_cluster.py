@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from oversmooth import cluster
-from oversmooth.cluster import job_deadline, job_resources, parse_time_left, retry_memory
+from oversmooth.core import cluster
+from oversmooth.core.cluster import job_deadline, job_resources, parse_time_left, retry_memory
 
 SETTINGS = {
     "train_gpus": 2, "inference_gpus": 1, "gpu_partition": "gpu-a100", "cpu_partition": "compute", "gpu_model": "a100",

@@ -4,7 +4,7 @@ import re
 import pytest
 import yaml
 
-from oversmooth.config import (
+from oversmooth.workflow.config import (
     ConfigError,
     check_paths,
     deep_update,

@@ -7,7 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import sentences, write_docs
 
-from oversmooth.data import (
+from oversmooth.core.io import UnreadableInputError, sha256_file
+from oversmooth.data.corpus import (
     CorpusPaths,
     DataSourceError,
     DataWarning,
@@ -20,7 +21,6 @@ from oversmooth.data import (
     reads_the_hub,
     truncate_utf8,
 )
-from oversmooth.io import UnreadableInputError, sha256_file
 
 
 def _build(tmp_path, sources, seed=3, **kw):

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from oversmooth.decoding import (
+from oversmooth.analysis.decoding import (
     Decoding,
     decodings_from_config,
     greedy,
@@ -14,7 +14,7 @@ from oversmooth.decoding import (
     top_k,
     top_p,
 )
-from oversmooth.reference import nucleus_mask_by_sort
+from oversmooth.analysis.reference import nucleus_mask_by_sort
 
 
 def logp(*probs):

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from oversmooth.catalog import deep_update
-from oversmooth.config import load_schema
+from oversmooth.core.catalog import deep_update
+from oversmooth.workflow.config import load_schema
 
 NUMBER = r"(?P<number>\d[\d,]*(?:\.\d+)?(?:e-?\d+)?)(?![\d.,]*[\w/-])"
 KEY = re.compile(r"`(?P<key>[a-z_]+(?:\.[a-z_]+)+)`")

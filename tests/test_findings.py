@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from oversmooth.findings import (
+from oversmooth.reporting.findings import (
     FAILS,
     HOLDS,
     UNDECIDED,

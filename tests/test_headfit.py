@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from oversmooth.checkpoints import save_torch
-from oversmooth.headfit import HeadFitSettings, rank_loss_table
-from oversmooth.lowrank import LowRankHead
-from oversmooth.model import GPT, GPTConfig
+from oversmooth.analysis.headfit import HeadFitSettings, rank_loss_table
+from oversmooth.models.checkpoints import save_torch
+from oversmooth.models.lowrank import LowRankHead
+from oversmooth.models.model import GPT, GPTConfig
 
 
 def save(path, bottleneck, seed):

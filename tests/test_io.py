@@ -4,7 +4,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from oversmooth.io import ParquetInput, UnreadableInputError, atomic_path, read_parquet, sha256_file, write_json
+from oversmooth.core.io import ParquetInput, UnreadableInputError, atomic_path, read_parquet, sha256_file, write_json
 
 
 def test_atomic_path_moves_into_place_on_success(tmp_path):

@@ -6,10 +6,16 @@ import pytest
 import torch
 from conftest import prompts_table
 
-from oversmooth.bytelm import GPTByteLM, load_hf_byte_lm
-from oversmooth.logit_tables import LOGITS_SCHEMA, ROW_GROUP_ROWS, LogitsError, iter_aligned_logits, iter_logits
-from oversmooth.logits import extract_logits, hidden_subset, plan_passes
-from oversmooth.model import GPT, GPTConfig
+from oversmooth.extraction.logit_tables import (
+    LOGITS_SCHEMA,
+    ROW_GROUP_ROWS,
+    LogitsError,
+    iter_aligned_logits,
+    iter_logits,
+)
+from oversmooth.extraction.logits import extract_logits, hidden_subset, plan_passes
+from oversmooth.models.bytelm import GPTByteLM, load_hf_byte_lm
+from oversmooth.models.model import GPT, GPTConfig
 
 
 def tiny_gpt(block=32, bottleneck=4, seed=0):

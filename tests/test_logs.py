@@ -6,13 +6,13 @@ import sys
 
 import pytest
 
-from oversmooth.logs import JobStopped, log_to_file
+from oversmooth.core.logs import JobStopped, log_to_file
 
 # A job that holds a half-written atomic output when the signal arrives.
 JOB = """
 import sys, time
-from oversmooth.io import atomic_path
-from oversmooth.logs import log_to_file
+from oversmooth.core.io import atomic_path
+from oversmooth.core.logs import log_to_file
 with log_to_file(sys.argv[1]):
     with atomic_path(sys.argv[2]) as tmp:
         tmp.write_text("half")

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from oversmooth import reference
-from oversmooth.decoding import Decoding
-from oversmooth.metrics import (
+from oversmooth.analysis import reference
+from oversmooth.analysis.decoding import Decoding
+from oversmooth.analysis.metrics import (
     METRICS,
     bootstrap_weights,
     describe,
@@ -81,7 +81,7 @@ def test_invariants_on_random_distributions_and_decodings():
         assert ((out["tv"] >= 0) & (out["tv"] <= 1 + 1e-12)).all()
         assert (out["kl"] >= -1e-12).all()
     # NSMD over the nucleus equals minus the same sum over its complement (appendix C)
-    from oversmooth.decoding import nucleus_mask
+    from oversmooth.analysis.decoding import nucleus_mask
 
     nucleus = nucleus_mask(torch.from_numpy(p_gt), 0.9)
     diff = torch.from_numpy(p_gt - p_bn)
@@ -137,8 +137,8 @@ def test_kl_eps_is_the_kl_to_the_uniform_mixture_and_finite_after_greedy():
 
 
 def test_docs_document_the_parquet_schemas(repo):
-    from oversmooth.logit_tables import LOGITS_SCHEMA, hidden_schema
-    from oversmooth.metrics import POSITION_SCHEMA
+    from oversmooth.analysis.metrics import POSITION_SCHEMA
+    from oversmooth.extraction.logit_tables import LOGITS_SCHEMA, hidden_schema
 
     readme = (repo / "docs" / "stages.md").read_text()
     hidden = hidden_schema(7, 3)

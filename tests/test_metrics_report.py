@@ -3,9 +3,9 @@
 import pandas as pd
 import pytest
 
-from oversmooth.bytenames import byte_name
-from oversmooth.metrics import METRICS
-from oversmooth.metrics_report import (
+from oversmooth.analysis.metrics import METRICS
+from oversmooth.data.bytenames import byte_name
+from oversmooth.reporting.metrics_report import (
     table_4_1,
     table_4_2,
     table_6_1,
@@ -13,7 +13,7 @@ from oversmooth.metrics_report import (
     table_e_tbat,
     table_f_1,
 )
-from oversmooth.outputs import e_table_names, tbat_table_names
+from oversmooth.workflow.outputs import e_table_names, tbat_table_names
 
 MODELS = ["bn-4", "bn-16"]
 GTS = ["gt-a", "gt-b"]

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from oversmooth.model import GPT, GPTConfig
+from oversmooth.models.model import GPT, GPTConfig
 
 
 def _logprob_matrix(model: GPT, n_contexts: int = 96, length: int = 24) -> torch.Tensor:

@@ -1,5 +1,5 @@
-"""The registry of outputs (oversmooth.outputs) is what the workflow builds: every table and figure Snakemake plans
-is registered and every registered one it plans, each built by its entry's rule from the stages its entry reads."""
+"""The registry of outputs (oversmooth.workflow.outputs) is what the workflow builds: every table and figure Snakemake
+plans is registered and every registered one it plans, each built by its entry's rule from the stages its entry reads."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from html import unescape
 import pytest
 from workflow_helpers import SNAKEMAKE, planned_rules, repo_config
 
-from oversmooth.catalog import deep_update
-from oversmooth.names import kind_of
-from oversmooth.outputs import (
+from oversmooth.core.catalog import deep_update
+from oversmooth.core.names import kind_of
+from oversmooth.workflow.outputs import (
     FIGURE,
     TABLE,
     TOKEN_SUFFIX,
@@ -203,7 +203,7 @@ rule table_rank_by_model:
 RECIPE_SCRIPT = '''"""Snakemake adapter: every model's effective ranks in one long table."""
 import pandas as pd
 
-from oversmooth.io import write_csv
+from oversmooth.core.io import write_csv
 
 smk = snakemake  # noqa: F821
 frames = [pd.read_csv(path).assign(model=model) for model, path in zip(smk.params.models, smk.input)]
@@ -220,7 +220,7 @@ def test_the_add_a_table_recipe_builds_the_table_and_reruns_nothing_else(smoke_r
     shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".venv", "results", ".snakemake", ".git", "__pycache__",
                                                               ".pytest_cache", ".ruff_cache"))
     shutil.copytree(workdir, run, symlinks=True)
-    outputs = copy / "src" / "oversmooth" / "outputs.py"
+    outputs = copy / "src" / "oversmooth" / "workflow" / "outputs.py"
     text = outputs.read_text()
     anchor = '        Output("table_godey_ngram_rank", TABLE,'
     text = text.replace(anchor, RECIPE_ENTRY + anchor, 1)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from oversmooth.config import load_config
-from oversmooth.plan import (
+from oversmooth.workflow.config import load_config
+from oversmooth.workflow.plan import (
     GPU_PEAK,
     Costs,
     Job,
@@ -51,7 +51,7 @@ def test_parameters_and_training_flops_by_hand():
 def _planner(tmp_path, yaml_text, **kwargs):
     override = tmp_path / "override.yaml"
     override.write_text(yaml_text)
-    from oversmooth.plan import REPO
+    from oversmooth.workflow.plan import REPO
     return Planner(load_config(REPO / "config" / "config.yaml", override), "a100", 0.5, 0.01, **kwargs)
 
 
@@ -96,7 +96,7 @@ def test_families_are_benchmark_folders_and_a_finished_run_is_read_per_family(tm
 def test_the_pilot_s_plan_stays_within_4_gpu_hours_and_splits_its_trainings(capsys):
     """config/pilot.yaml proves the cluster path before the thesis config: its plan (the real DAG) must stay small,
     and its trainings run as several jobs, as the thesis config's do."""
-    from oversmooth.plan import main
+    from oversmooth.workflow.plan import main
 
     assert main(["--configfile", "config/pilot.yaml"]) == 0
     lines = capsys.readouterr().out.splitlines()

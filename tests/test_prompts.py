@@ -2,7 +2,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from oversmooth.prompts import (
+from oversmooth.data.prompts import (
     DEFAULT_SENTENCE_MARKS,
     PROMPTS_SCHEMA,
     PromptError,
@@ -80,8 +80,8 @@ def test_write_prompts_is_atomic_and_readable(pool, tmp_path):
 
 
 def test_token_prompts_are_whole_tokens_of_spans_after_a_sentence_end(pool, tiny_token_lm):
-    from oversmooth.causallm import load_tokenizer
-    from oversmooth.prompts import TOKEN_PROMPTS_SCHEMA, select_token_prompts
+    from oversmooth.data.prompts import TOKEN_PROMPTS_SCHEMA, select_token_prompts
+    from oversmooth.models.causallm import load_tokenizer
 
     tokenizer = load_tokenizer(tiny_token_lm)
     table = select_token_prompts(pool, tokenizer, n_prompts=5, prefix_tokens=4, continuation_tokens=6,
@@ -134,7 +134,7 @@ def test_prompts_skip_documents_a_token_level_ground_truth_cannot_spell(tmp_path
 
 
 def test_held_out_windows_skip_documents_a_token_level_ground_truth_cannot_spell(tmp_path):
-    from oversmooth.evaluate import heldout_bytes
+    from oversmooth.models.evaluate import heldout_bytes
 
     pool, texts = _pool_with_unspellable_bytes(tmp_path)
     data = heldout_bytes(pool, 10**6, unspellable=SMOLLM2_UNSPELLABLE).tobytes()
@@ -144,7 +144,7 @@ def test_held_out_windows_skip_documents_a_token_level_ground_truth_cannot_spell
 
 
 def test_bytes_no_token_starts_with_are_unspellable(tiny_token_lm):
-    from oversmooth.tokenmarginal import TokenVocabulary, bytes_starting_no_token, unspellable_bytes
+    from oversmooth.models.tokenmarginal import TokenVocabulary, bytes_starting_no_token, unspellable_bytes
 
     vocab = TokenVocabulary([bytes([b]) for b in range(256) if b not in (4, 0xF1)] + [b"\x04a", None])
     assert bytes_starting_no_token(vocab) == [0xF1]  # 0x04 starts the token "\x04a"
@@ -152,7 +152,7 @@ def test_bytes_no_token_starts_with_are_unspellable(tiny_token_lm):
 
 
 def test_a_token_level_ground_truth_that_cannot_spell_a_byte_the_prompts_may_hold_names_the_setting():
-    from oversmooth.tokenmarginal import TokenModelError, TokenVocabulary, check_spelled_text
+    from oversmooth.models.tokenmarginal import TokenModelError, TokenVocabulary, check_spelled_text
 
     vocab = TokenVocabulary([bytes([b]) for b in range(256) if b not in (4, 7)])
     check_spelled_text("gt-x", vocab, [4, 7, 9])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from oversmooth.provenance import code_fingerprint, imported_modules, library_params, module_closure
+from oversmooth.core.provenance import code_fingerprint, imported_modules, library_params, module_closure, module_file
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
 FIGURE_SCRIPTS = {"figure_4_2", "figure_4_3", "figure_5_1", "figure_token_heads", "figure_token_quality",
@@ -36,33 +36,41 @@ def test_docstrings_comments_and_layout_do_not_count_but_code_does():
 
 def test_imports_are_found_at_any_depth_and_in_every_form():
     source = (
-        "import numpy\nfrom oversmooth.metrics import describe\nfrom oversmooth import reference\n"
-        "def f():\n    import oversmooth.tbat\n    from oversmooth.io import atomic_path\n"
+        "import numpy\nfrom oversmooth.analysis.metrics import describe\nfrom oversmooth.analysis import reference\n"
+        "def f():\n    import oversmooth.analysis.tbat\n    from oversmooth.core.io import atomic_path\n"
     )
-    assert imported_modules(source) == {"oversmooth", "oversmooth.metrics", "oversmooth.reference",
-                                         "oversmooth.tbat", "oversmooth.io"}
+    assert imported_modules(source) == {"oversmooth.analysis", "oversmooth.analysis.metrics",
+                                         "oversmooth.analysis.reference", "oversmooth.analysis.tbat",
+                                         "oversmooth.core.io"}
 
 
 def test_the_closure_follows_imports_through_the_library(repo):
     closure = module_closure((repo / "workflow" / "scripts" / "train_model.py").read_text())
-    # the script imports oversmooth.train, which imports oversmooth.model: both count
-    assert {"oversmooth.train", "oversmooth.model", "oversmooth.logs", "oversmooth"} <= set(closure)
-    assert "oversmooth.quality" not in closure and "oversmooth.tbat" not in closure
+    # the script imports oversmooth.models.train, which imports oversmooth.models.model: both count
+    assert {"oversmooth.models.train", "oversmooth.models.model", "oversmooth.core.logs"} <= set(closure)
+    # with the packages they lie in: importing a module runs its packages' __init__ first
+    assert {"oversmooth", "oversmooth.models", "oversmooth.core"} <= set(closure)
+    assert "oversmooth.generation.quality" not in closure and "oversmooth.analysis.tbat" not in closure
     assert module_closure("import numpy\n") == []
 
 
 def test_each_module_is_its_own_param_named_in_its_value(repo):
     params = library_params(SCRIPTS / "tbat.py")
-    assert params["code_tbat"].startswith("oversmooth.tbat ") and params["code_oversmooth"].startswith("oversmooth ")
-    assert set(params) == {f"code_{m.rpartition('.')[2]}" for m in module_closure((SCRIPTS / "tbat.py").read_text())}
+    assert params["code_analysis_tbat"].startswith("oversmooth.analysis.tbat ")
+    assert params["code_oversmooth"].startswith("oversmooth ")
+    assert params["code_analysis"].startswith("oversmooth.analysis ")
+    assert set(params) == {"code_" + ("_".join(m.split(".")[1:]) or "oversmooth")
+                           for m in module_closure((SCRIPTS / "tbat.py").read_text())}
     # a module shared by two scripts has the same value in both: only the modules that changed differ
-    assert library_params(SCRIPTS / "quality.py")["code_io"] == params["code_io"]
+    assert library_params(SCRIPTS / "quality.py")["code_core_io"] == params["code_core_io"]
     values = [v for s in ("train_model", "tbat", "quality") for v in library_params(SCRIPTS / f"{s}.py").values()]
     assert all(len(v.split()[1]) == 12 for v in values)
 
 
 def closure(script: str) -> set[str]:
-    return {m.removeprefix("oversmooth.") for m in module_closure((SCRIPTS / f"{script}.py").read_text())}
+    """The names of the modules (not the packages) a script reaches: `oversmooth.analysis.tbat` as `tbat`."""
+    return {m.rpartition(".")[2] for m in module_closure((SCRIPTS / f"{script}.py").read_text())
+            if module_file(m).name != "__init__.py"}
 
 
 def scripts_running(module: str) -> set[str]:
@@ -103,7 +111,7 @@ def test_analysis_code_is_run_by_the_scripts_that_use_it_only(module, scripts):
 
 def test_analysis_jobs_do_not_run_plotting_training_or_corpus_code():
     for script in ("oversmoothing_metrics", "tbat", "quality", "metrics_table", "time_metrics", "quality_table"):
-        assert not closure(script) & {"report", "figures", "train", "data", "sampling", "evaluate"}, script
+        assert not closure(script) & {"report", "figures", "train", "corpus", "sampling", "evaluate"}, script
     # the byte track's tables and timings load no model of the token track or the corpus; quality loads, on a
     # teacher's language, the truth as any byte LM (a token teacher through `tokenmarginal`), and nothing else
     for script in ("time_metrics", "metrics_table", "quality_table", "table_i_1", "findings"):
@@ -113,7 +121,7 @@ def test_analysis_jobs_do_not_run_plotting_training_or_corpus_code():
     for script in ("oversmoothing_metrics", "tbat", "sample", "unargmaxable", "table_b"):
         assert not closure(script) & {"headfit", "tokenfit", "tokenstates", "rank", "plotting", "train"}, script
     # the token track's heads on a frozen pretrained LM do not depend on this pipeline's training code
-    assert not closure("token_head") & {"train", "data", "cluster"}
+    assert not closure("token_head") & {"train", "corpus", "cluster"}
 
 
 # the table and figure jobs (their numbers come from files; none loads a model): torch costs each ~2 CPU-s to import

@@ -7,10 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from oversmooth.causallm import load_causal_lm
-from oversmooth.figures import figure_token_quality
-from oversmooth.prompts import human_samples
-from oversmooth.quality import (
+from oversmooth.data.prompts import human_samples
+from oversmooth.generation.quality import (
     at_floor,
     average_word_length,
     bits_per_byte,
@@ -24,8 +22,10 @@ from oversmooth.quality import (
     valid_word_ratio,
     words,
 )
-from oversmooth.outputs import nearest_models
-from oversmooth.quality_report import quality_table, samples_markdown
+from oversmooth.models.causallm import load_causal_lm
+from oversmooth.reporting.figures import figure_token_quality
+from oversmooth.reporting.quality_report import quality_table, samples_markdown
+from oversmooth.workflow.outputs import nearest_models
 
 
 def test_words_strip_punctuation_digits_and_case():

@@ -9,12 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from oversmooth.checkpoints import load_model, save_torch
-from oversmooth.config import ConfigError, load_config
-from oversmooth.logit_tables import hidden_schema
-from oversmooth.model import GPT, GPTConfig
-from oversmooth.rank import rank_table, representations, svd_checkpoint, truncated_head
-from oversmooth.spectra import (
+from oversmooth.analysis.rank import rank_table, representations, svd_checkpoint, truncated_head
+from oversmooth.core.spectra import (
     anisotropy,
     effective_rank,
     energy_rank,
@@ -22,6 +18,10 @@ from oversmooth.spectra import (
     singular_values,
     threshold_rank,
 )
+from oversmooth.extraction.logit_tables import hidden_schema
+from oversmooth.models.checkpoints import load_model, save_torch
+from oversmooth.models.model import GPT, GPTConfig
+from oversmooth.workflow.config import ConfigError, load_config
 
 
 def saved_model(path, bottleneck=32, n_embd=48, seed=0):
@@ -151,7 +151,7 @@ def brute_force_counts(data: bytes, order: int) -> Counter:
 
 @pytest.mark.parametrize("order", [2, 3, 5])
 def test_ngram_counts_match_brute_force_across_chunk_boundaries(monkeypatch, order):
-    from oversmooth import rank
+    from oversmooth.analysis import rank
 
     rng = np.random.default_rng(order)
     data = rng.choice(np.frombuffer(b"abcde ", np.uint8), size=5000)
@@ -170,7 +170,7 @@ def test_ngram_counts_match_brute_force_across_chunk_boundaries(monkeypatch, ord
 
 
 def test_ngram_logprobs_of_an_alternating_text():
-    from oversmooth import rank
+    from oversmooth.analysis import rank
 
     data = np.frombuffer(b"ab" * 50, np.uint8)
     contexts, counts = rank.ngram_counts(data, 2, n_contexts=5)
@@ -187,7 +187,7 @@ def test_ngram_logprobs_of_an_alternating_text():
 def test_layer_states_and_anisotropy_of_a_saved_model(tmp_path):
     from conftest import prompts_table
 
-    from oversmooth.rank import layer_anisotropy
+    from oversmooth.analysis.rank import layer_anisotropy
 
     model = saved_model(tmp_path / "model.pt", bottleneck=8)
     idx = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(0))

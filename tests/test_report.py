@@ -1,8 +1,8 @@
 import pandas as pd
 
-from oversmooth.figures import figure_3_1
-from oversmooth.plotting import save_figure
-from oversmooth.report import table_3_1
+from oversmooth.core.plotting import save_figure
+from oversmooth.reporting.figures import figure_3_1
+from oversmooth.reporting.report import table_3_1
 
 
 def test_table_3_1_warns_when_a_ground_truth_is_not_best():

@@ -5,8 +5,8 @@ from datetime import datetime
 
 import pytest
 
-from oversmooth.logs import cpu_seconds, log_to_file, process_age
-from oversmooth.runprofile import (
+from oversmooth.core.logs import cpu_seconds, log_to_file, process_age
+from oversmooth.workflow.runprofile import (
     critical_path,
     job_cost,
     job_frame,

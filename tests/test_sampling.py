@@ -6,10 +6,8 @@ import pytest
 import torch
 from conftest import prompts_table
 
-from oversmooth.bytelm import GPTByteLM, load_hf_byte_lm
-from oversmooth.decoding import Decoding
-from oversmooth.model import GPT, GPTConfig, KVCache
-from oversmooth.sampling import (
+from oversmooth.analysis.decoding import Decoding
+from oversmooth.generation.sampling import (
     SAMPLES_SCHEMA,
     GPTStepper,
     HFStepper,
@@ -20,6 +18,8 @@ from oversmooth.sampling import (
     sample_seed,
     uniforms_for,
 )
+from oversmooth.models.bytelm import GPTByteLM, load_hf_byte_lm
+from oversmooth.models.model import GPT, GPTConfig, KVCache
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from oversmooth.seeds import combined_interval, with_seed_rows, without_seed_rows
+from oversmooth.reporting.seeds import combined_interval, with_seed_rows, without_seed_rows
 
 
 def test_without_prompt_noise_the_interval_is_the_student_t_interval_over_seeds():

@@ -32,7 +32,7 @@ import torch
 from slurm_cluster import CPU_PARTITION, GPU_PARTITION, LocalSlurm, missing_requirements
 from workflow_helpers import REPO, snakemake_command
 
-from oversmooth.catalog import segment_ends
+from oversmooth.core.catalog import segment_ends
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 
@@ -329,7 +329,7 @@ def test_the_restarted_controller_goes_on_and_reports_no_failed_job(drill):
 def test_a_job_under_slurm_knows_its_deadline_before_the_time_limit(cluster, tmp_path):
     """`cluster.job_deadline` inside a real job with a 3-minute limit: about 3 minutes less the margin from now."""
     out = tmp_path / "deadline.txt"
-    script = ("import time; from oversmooth.cluster import job_deadline; "
+    script = ("import time; from oversmooth.core.cluster import job_deadline; "
               f"open('{out}', 'w').write(str(job_deadline(30) - time.time()))")
     subprocess.run(["sbatch", "--wait", "-p", CPU_PARTITION, "-t", "3", "-o", str(tmp_path / "job.log"),
                     f"--wrap={sys.executable} -c \"{script}\""], env=cluster.env, check=True, timeout=300)

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from oversmooth.logit_tables import sample_positions
-from oversmooth.reference import bat_reject_set
-from oversmooth.tbat import BATSolver, TBATSettings, dual_bounds, row_basis, tbat_positions
+from oversmooth.analysis.reference import bat_reject_set
+from oversmooth.analysis.tbat import BATSolver, TBATSettings, dual_bounds, row_basis, tbat_positions
+from oversmooth.extraction.logit_tables import sample_positions
 
 
 def random_instance(V, k, seed, scale=3.0):

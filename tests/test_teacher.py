@@ -7,10 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from oversmooth.bytelm import GPTByteLM
-from oversmooth.model import GPT, GPTConfig
-from oversmooth.sampling import GPTStepper, UncachedStepper
-from oversmooth.teacher import (
+from oversmooth.generation.sampling import GPTStepper, UncachedStepper
+from oversmooth.generation.teacher import (
     TEACHER_DOCUMENTS_SCHEMA,
     TeacherError,
     TeacherSpec,
@@ -18,7 +16,9 @@ from oversmooth.teacher import (
     sample_batch,
     write_teacher_documents,
 )
-from oversmooth.truth import TruthError, continuation_bits
+from oversmooth.generation.truth import TruthError, continuation_bits
+from oversmooth.models.bytelm import GPTByteLM
+from oversmooth.models.model import GPT, GPTConfig
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,7 @@ def test_a_text_longer_than_the_truths_block_or_without_context_is_named(teacher
 def test_a_token_teacher_writes_text_whose_truth_is_the_marginal_that_drew_it(tiny_token_lm):
     # a pretrained token LM as the teacher: bytes drawn from its next-byte marginal (over tokenisations), so that
     # the pipeline's reading of a document (the logits path, and the truth's scoring of samples) gives it back
-    from oversmooth.tokenmarginal import MarginalStepper, load_token_byte_lm
+    from oversmooth.models.tokenmarginal import MarginalStepper, load_token_byte_lm
 
     lm = load_token_byte_lm("gt-tiny", tiny_token_lm)
     rows = list(iter_documents(MarginalStepper(lm), TeacherSpec(documents=3, document_bytes=16, batch_size=2),

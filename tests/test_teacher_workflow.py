@@ -9,9 +9,9 @@ import pytest
 import torch
 from workflow_helpers import REPO, planned_jobs, planned_rules, snakemake
 
-from oversmooth.bytelm import GPTByteLM
-from oversmooth.checkpoints import load_model
-from oversmooth.logit_tables import iter_logits
+from oversmooth.extraction.logit_tables import iter_logits
+from oversmooth.models.bytelm import GPTByteLM
+from oversmooth.models.checkpoints import load_model
 
 OVERLAY = REPO / "config" / "smoke-teacher.yaml"
 

@@ -7,15 +7,11 @@ import pytest
 import torch
 from conftest import prompts_table
 
-from oversmooth.causallm import load_causal_lm
-from oversmooth.decoding import Decoding
-from oversmooth.headfit import HeadTraining
-from oversmooth.io import read_parquet
-from oversmooth.logit_tables import sample_positions
-from oversmooth.metrics import oversmoothing, write_position_metrics
-from oversmooth.sampling import TokenHeadStepper, UncachedStepper, generate, uniforms_for
-from oversmooth.tokenfit import build_head, learned_head, svd_head
-from oversmooth.tokenheads import (
+from oversmooth.analysis.decoding import Decoding
+from oversmooth.analysis.headfit import HeadTraining
+from oversmooth.analysis.metrics import oversmoothing, write_position_metrics
+from oversmooth.analysis.tokenfit import build_head, learned_head, svd_head
+from oversmooth.analysis.tokenheads import (
     TokenTrackError,
     head_loss,
     head_matrix,
@@ -26,8 +22,12 @@ from oversmooth.tokenheads import (
     save_head,
     write_states,
 )
-from oversmooth.tokenmetrics import head_logprob_chunks, oversmoothing_against_full
-from oversmooth.tokenstates import final_hidden_states, prompt_states, prompt_tokens, shard_states
+from oversmooth.analysis.tokenmetrics import head_logprob_chunks, oversmoothing_against_full
+from oversmooth.analysis.tokenstates import final_hidden_states, prompt_states, prompt_tokens, shard_states
+from oversmooth.core.io import read_parquet
+from oversmooth.extraction.logit_tables import sample_positions
+from oversmooth.generation.sampling import TokenHeadStepper, UncachedStepper, generate, uniforms_for
+from oversmooth.models.causallm import load_causal_lm
 
 
 @pytest.fixture(scope="module")
@@ -187,9 +187,9 @@ def test_cached_token_samples_equal_uncached_ones_token_for_token(cached, method
 def test_token_samples_continue_the_prompt_tokens_reproducibly(cached, tiny_token_lm, tmp_path):
     """Each (method, prompt) continuation is the tokens `generate` draws from its own seed, decoded; a second run
     and a run in other batches give the same table."""
-    from oversmooth.causallm import load_tokenizer
-    from oversmooth.prompts import TOKEN_PROMPTS_SCHEMA
-    from oversmooth.sampling import sample_seed, sample_token_model
+    from oversmooth.data.prompts import TOKEN_PROMPTS_SCHEMA
+    from oversmooth.generation.sampling import sample_seed, sample_token_model
+    from oversmooth.models.causallm import load_tokenizer
 
     model, ids = cached[:2]
     tokenizer = load_tokenizer(tiny_token_lm)
@@ -214,8 +214,8 @@ def test_token_samples_continue_the_prompt_tokens_reproducibly(cached, tiny_toke
 
 
 def test_the_unargmaxable_token_table_counts_the_corpus_tokens_a_head_can_never_predict(tiny_token_lm):
-    from oversmooth.causallm import load_tokenizer
-    from oversmooth.tokenheads import unargmaxable_token_table
+    from oversmooth.analysis.tokenheads import unargmaxable_token_table
+    from oversmooth.models.causallm import load_tokenizer
 
     tokenizer = load_tokenizer(tiny_token_lm)
     record = {"model": "tok-svd-r2", "k": 2, "n_rows": 8, "argmaxable": [0, 1, 2], "unargmaxable": [3, 4, 5, 6, 7],

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from oversmooth.tokenmarginal import (
+from oversmooth.models.tokenmarginal import (
     GROUPED_ATTENTION,
     MarginalSettings,
     TokenModelError,
@@ -102,8 +102,8 @@ def test_the_bytelm_interface_pads_with_nan_before_the_first_output(tiny_token_l
 
 
 def test_sampling_with_the_kept_search_draws_the_bytes_of_a_search_from_scratch_per_byte(tiny_token_lm):
-    from oversmooth.decoding import Decoding
-    from oversmooth.sampling import draw, generate, stepper_for, uniforms_for
+    from oversmooth.analysis.decoding import Decoding
+    from oversmooth.generation.sampling import draw, generate, stepper_for, uniforms_for
 
     lm = load_token_byte_lm("tiny", tiny_token_lm, MarginalSettings(beam=3, prune_ratio=1e-3, context_backoff_tokens=1))
     prefixes = torch.tensor([list(b"the cat "), list(b"on the m")])
@@ -129,7 +129,7 @@ def test_pruning_and_the_beam_stay_close_to_exact(tiny_token_lm):
 
 def test_the_from_scratch_reference_agrees_exactly_and_under_the_same_pruning(tiny_token_lm):
     """The benchmark's baseline (one full forward per hypothesis, no cache) against brute force and our search."""
-    from oversmooth import reference
+    from oversmooth.analysis import reference
 
     text = b"the cat sat on"
     for settings in (EXACT, MarginalSettings(beam=2, prune_ratio=1e-2, context_backoff_tokens=1)):
@@ -184,9 +184,9 @@ def test_logit_extraction_writes_the_marginal_distributions_and_hidden_states(ti
     """The pipeline's extraction path: one pass per prompt, outputs only over the window."""
     from conftest import prompts_table
 
-    from oversmooth.io import read_parquet
-    from oversmooth.logit_tables import LOGITS_SCHEMA, list_to_numpy
-    from oversmooth.logits import extract_logits
+    from oversmooth.core.io import read_parquet
+    from oversmooth.extraction.logit_tables import LOGITS_SCHEMA, list_to_numpy
+    from oversmooth.extraction.logits import extract_logits
 
     lm = load_token_byte_lm("gt-tiny", tiny_token_lm, EXACT)
     prompts = prompts_table(3, context_len=12, window_len=6, seed=1)
@@ -233,7 +233,7 @@ def test_the_growing_cache_returns_what_concatenation_would():
 
 
 def test_a_search_past_the_first_cache_buffer_matches_transformers_dynamic_cache(tiny_token_lm, monkeypatch):
-    import oversmooth.tokenmarginal as tokenmarginal
+    import oversmooth.models.tokenmarginal as tokenmarginal
 
     text = b"the cat sat on the mat, that hat; the cat ate. " * 4
     lm = load_token_byte_lm("tiny", tiny_token_lm, MarginalSettings(beam=8, prune_ratio=0.0, context_backoff_tokens=1))

@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 import torch
 
-from oversmooth.catalog import segment_ends
-from oversmooth.checkpoints import load_model
-from oversmooth.logs import log_to_file
-from oversmooth.model import GPT
-from oversmooth.spectra import singular_entropy_gap, singular_values
-from oversmooth.train import (
+from oversmooth.core.catalog import segment_ends
+from oversmooth.core.logs import log_to_file
+from oversmooth.core.spectra import singular_entropy_gap, singular_values
+from oversmooth.models.checkpoints import load_model
+from oversmooth.models.model import GPT
+from oversmooth.models.train import (
     PREEMPTED_EXIT_CODE,
     Runtime,
     TrainConfig,
@@ -165,7 +165,7 @@ def _run_cli(spec, env=None, nproc=None):
     if nproc:
         cmd = torchrun_command(nproc, spec_file)
     else:
-        cmd = [sys.executable, "-m", "oversmooth.train", spec_file]
+        cmd = [sys.executable, "-m", "oversmooth.models.train", spec_file]
     return subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -226,7 +226,7 @@ def test_two_ddp_jobs_on_one_node_run_side_by_side_and_match_a_single_process(sh
 def test_torchrun_command_runs_one_standalone_node():
     command = torchrun_command(4, "spec.json")
     assert command[1:3] == ["-m", "torch.distributed.run"] and "--standalone" in command
-    assert "--nproc_per_node=4" in command and command[-3:] == ["-m", "oversmooth.train", "spec.json"]
+    assert "--nproc_per_node=4" in command and command[-3:] == ["-m", "oversmooth.models.train", "spec.json"]
     assert not any(arg.startswith(("--master_port", "--rdzv_endpoint")) for arg in command)
 
 
@@ -355,13 +355,13 @@ def _one_step(model, x, y, runtime, compiled=False):
 
 
 def _step_inputs(shards):
-    from oversmooth.model import sample_windows
+    from oversmooth.models.model import sample_windows
     data = np.fromfile(shards / "train.bin", dtype=np.uint8)
     return sample_windows(data, np.random.default_rng(0), TRAIN["batch_size"] * TRAIN["grad_accum"], MODEL["block_size"])
 
 
 def _fresh_model():
-    from oversmooth.model import GPTConfig
+    from oversmooth.models.model import GPTConfig
     torch.manual_seed(0)
     return GPT(GPTConfig(**MODEL))
 

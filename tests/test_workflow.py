@@ -14,7 +14,7 @@ import pytest
 import torch
 from workflow_helpers import REPO, SNAKEMAKE, planned_jobs, planned_rules, repo_config, report_rules, snakemake
 
-from oversmooth.io import sha256_file
+from oversmooth.core.io import sha256_file
 
 RUNS = ["bn-4", "bn-4-s8", "bn-64", "bn-64-s8"]  # config/smoke.yaml: bottlenecks [4, 64], train.seeds [8]
 SEED_ROWS = ["bn-4 (2 seeds: mean)", "bn-4 (2 seeds: sd)", "bn-64 (2 seeds: mean)", "bn-64 (2 seeds: sd)"]
@@ -137,8 +137,8 @@ def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path, repo, overri
 
 @pytest.mark.workflow
 def test_smoke_run_writes_logits_metrics_tables_and_figures(smoke_run):
-    from oversmooth.logit_tables import LOGITS_SCHEMA
-    from oversmooth.metrics import POSITION_SCHEMA
+    from oversmooth.analysis.metrics import POSITION_SCHEMA
+    from oversmooth.extraction.logit_tables import LOGITS_SCHEMA
 
     _, workdir, _ = smoke_run
     results = workdir / "results"
@@ -223,7 +223,7 @@ FIGURE_RULES = {"figure_4_2", "figure_4_3", "figure_5_1", "figure_token_heads", 
 def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
     _, workdir, _ = smoke_run
     copy, env = repository_copy(tmp_path)
-    module = copy / "src" / "oversmooth" / "quality.py"
+    module = copy / "src" / "oversmooth" / "generation" / "quality.py"
     source = module.read_text()
     module.write_text(source.replace('"""Sample quality', '"""Sample quality, reworded', 1) + "\n# a new comment\n")
     unchanged = snakemake(workdir, "-n", "all", repo=copy, env=env)
@@ -232,21 +232,22 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
 
 @pytest.mark.workflow
 @pytest.mark.parametrize("module, before, planned", [
-    # the script that runs oversmooth.quality (the quality job), and what reads its outputs; no training, logits,
-    # metrics or TBAT, not the SmolLM2 conversion (oversmooth.causallm), not the samples' table or Figure 5.1; the
-    # findings read Table 5.3
-    ("quality", "def words(", {"quality", "quality_table", "figure_token_quality", "findings"}),
+    # the script that runs oversmooth.generation.quality (the quality job), and what reads its outputs; no training,
+    # logits, metrics or TBAT, not the SmolLM2 conversion (oversmooth.models.causallm), not the samples' table or
+    # Figure 5.1; the findings read Table 5.3
+    ("generation.quality", "def words(", {"quality", "quality_table", "figure_token_quality", "findings"}),
     # plotting code: the figures and nothing else
-    ("figures", "def figure_4_2(", FIGURE_RULES),
+    ("reporting.figures", "def figure_4_2(", FIGURE_RULES),
     # the TBAT solver: TBAT, Table I.1's timings of it, and the tables that show TBAT (4.1, E.7, E.8, the
     # loss-matched table) and the findings read from Table 4.1; no metrics, quality or model
-    ("tbat", "class BATSolver", {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "findings"}),
+    ("analysis.tbat", "class BATSolver",
+     {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "findings"}),
 ])
 def test_editing_library_code_reruns_the_rules_that_run_it_naming_the_module(smoke_run, tmp_path, module, before,
                                                                               planned):
     _, workdir, _ = smoke_run
     copy, env = repository_copy(tmp_path)
-    path = copy / "src" / "oversmooth" / f"{module}.py"
+    path = copy / "src" / "oversmooth" / f"{module.replace('.', '/')}.py"
     path.write_text(path.read_text().replace(before, f"UNUSED_CONSTANT = 1\n\n\n{before}", 1))
     changed = snakemake(workdir, "-n", "all", repo=copy, env=env)
     output = changed.stdout + changed.stderr
@@ -274,7 +275,7 @@ def rule_blocks(repo: Path = REPO):
 
 def rules_running(module: str, repo: Path = REPO) -> set[str]:
     """The rules whose script reaches `oversmooth.<module>` (their `**library_code(...)` names the script)."""
-    from oversmooth.provenance import module_closure
+    from oversmooth.core.provenance import module_closure
 
     return {rule for _, rule, _, script in rule_blocks(repo)
             if f"oversmooth.{module}" in module_closure((repo / "workflow" / "scripts" / f"{script}.py").read_text())}
@@ -294,24 +295,24 @@ def test_the_add_a_metric_recipe_reruns_the_metric_jobs_and_adds_its_column(smok
     """docs/architecture.md's add-a-metric recipe on a copy of the repository and of the finished smoke run: a
     Hellinger distance in `oversmoothing_against`, `METRICS` and the labels; Snakemake plans only the jobs that run
     the metrics' code (no training, logits or samples), and a rerun metrics job writes and summarises the column."""
-    from oversmooth.catalog import bottleneck_models, ground_truth_models
-    from oversmooth.layout import metrics_path
+    from oversmooth.core.catalog import bottleneck_models, ground_truth_models
+    from oversmooth.core.layout import metrics_path
 
     _, workdir, _ = smoke_run
     copy, env = repository_copy(tmp_path)
     run = tmp_path / "run"
     shutil.copytree(workdir, run, symlinks=True)
-    metrics, library = copy / "src" / "oversmooth" / "metrics.py", copy / "src" / "oversmooth"
+    metrics, library = copy / "src" / "oversmooth" / "analysis" / "metrics.py", copy / "src" / "oversmooth"
     edit(metrics, '"kl_eps", "entropy_diff")', '"kl_eps", "entropy_diff", "hellinger")')  # METRICS
     edit(metrics, "\n\ndef oversmoothing_against(", HELLINGER)
     edit(metrics, '        "nucleus_size": nucleus.sum(-1),',
          '        "hellinger": hellinger(p_bn, p_gt),\n        "nucleus_size": nucleus.sum(-1),')
-    edit(library / "labels.py", '"entropy_diff": "Entropy difference"}',
+    edit(library / "core" / "labels.py", '"entropy_diff": "Entropy difference"}',
          '"entropy_diff": "Entropy difference", "hellinger": "Hellinger"}')
     planned = planned_rules(snakemake(run, "-n", "all", repo=copy, env=env).stdout)
     # and the findings, which read the tables the metrics jobs rewrite
     assert "oversmoothing_metrics" in planned
-    assert planned <= rules_running("metrics", copy) | {"all", "findings"}, planned
+    assert planned <= rules_running("analysis.metrics", copy) | {"all", "findings"}, planned
     assert not planned & {"train_model", "extract_logits", "sample", "token_head", "evaluate_model"}
     config = repo_config("smoke.yaml")
     positions = metrics_path(bottleneck_models(config)[0], ground_truth_models(config)[0])
@@ -343,9 +344,9 @@ HALF_SCRIPT = """\"\"\"Snakemake adapter: bn-k with its logits halved (temperatu
 
 import torch
 
-from oversmooth.checkpoints import save_torch
-from oversmooth.logs import log_to_file
-from oversmooth.rank import HEAD_WEIGHT
+from oversmooth.models.checkpoints import save_torch
+from oversmooth.core.logs import log_to_file
+from oversmooth.analysis.rank import HEAD_WEIGHT
 
 smk = snakemake  # noqa: F821
 
@@ -363,14 +364,14 @@ def test_the_add_a_model_kind_recipe_measures_the_new_kind(smoke_run, tmp_path):
     kind `half-<k>` (bn-k with its logits halved) in the grammar, a rule that makes it, its kind in the constraints
     of the rules that read it; its metrics then build from the smoke run's bn-k through logits, and the halved
     logits (a flatter distribution) leak more mass past the ground truth's nucleus than bn-k's."""
-    from oversmooth.catalog import bottleneck_models, ground_truth_models
-    from oversmooth.layout import metrics_path
+    from oversmooth.core.catalog import bottleneck_models, ground_truth_models
+    from oversmooth.core.layout import metrics_path
 
     _, workdir, _ = smoke_run
     copy, env = repository_copy(tmp_path)
     run = tmp_path / "run"
     shutil.copytree(workdir, run, symlinks=True)
-    edit(copy / "src" / "oversmooth" / "names.py", '    "human": r"human",',
+    edit(copy / "src" / "oversmooth" / "core" / "names.py", '    "human": r"human",',
          '    "half": r"half-\\d+",\n    "human": r"human",')
     # the kind in the constraints of the rules that read it: the global one (extract_logits) and the metrics'
     edit(copy / "rules" / "train.smk", '"mos", "svd", "ground_truth",', '"mos", "svd", "half", "ground_truth",')
@@ -417,10 +418,10 @@ def test_one_table_from_a_clean_state_builds_only_what_it_needs(repo, tmp_path):
 def test_tbat_of_a_trained_model_equals_the_definition_at_real_positions(smoke_run):
     import pyarrow.parquet as pq
 
-    from oversmooth.checkpoints import load_model
-    from oversmooth.logit_tables import read_sampled_rows
-    from oversmooth.reference import bat_reject_set
-    from oversmooth.tbat import BATSolver
+    from oversmooth.analysis.reference import bat_reject_set
+    from oversmooth.analysis.tbat import BATSolver
+    from oversmooth.extraction.logit_tables import read_sampled_rows
+    from oversmooth.models.checkpoints import load_model
 
     _, workdir, _ = smoke_run
     results = workdir / "results"
@@ -463,7 +464,7 @@ def test_smoke_run_writes_tables_b_and_i_1(smoke_run):
 
 @pytest.mark.workflow
 def test_smoke_run_samples_and_scores_quality(smoke_run):
-    from oversmooth.sampling import SAMPLES_SCHEMA
+    from oversmooth.generation.sampling import SAMPLES_SCHEMA
 
     _, workdir, _ = smoke_run
     results = workdir / "results"
@@ -601,7 +602,7 @@ def test_jobs_ask_the_scheduler_for_what_config_resources_say(smoke_run, tmp_pat
 
 @pytest.mark.workflow
 def test_the_mos_member_is_trained_measured_and_sampled_like_the_family(smoke_run):
-    from oversmooth.checkpoints import load_model
+    from oversmooth.models.checkpoints import load_model
 
     _, workdir, _ = smoke_run
     results = workdir / "results"
@@ -688,7 +689,7 @@ def test_removing_checkpoints_retrains_nothing_and_adding_one_builds_only_its_jo
 
 @pytest.mark.workflow
 def test_every_table_with_bottleneck_rows_gains_each_k_s_across_seed_mean_and_sd(smoke_run):
-    from oversmooth.seeds import combined_interval
+    from oversmooth.reporting.seeds import combined_interval
 
     _, workdir, _ = smoke_run
     tables = workdir / "results" / "tables"
@@ -752,9 +753,9 @@ def test_the_token_track_measures_each_rank_k_head_against_the_full_head_in_the_
 def test_the_token_track_s_tbat_over_the_whole_vocabulary_equals_the_definition_on_sampled_tokens(smoke_run):
     """The TBAT job's rows are a seeded sample of the evaluation states; at one of them (pure sampling) the solver's
     reject set over 49,152 tokens agrees with one linprog per token on every accepted token and 10 rejected ones."""
-    from oversmooth.reference import bat_reject_set
-    from oversmooth.tbat import BATSolver
-    from oversmooth.tokenheads import head_matrix, load_head, sampled_state_rows
+    from oversmooth.analysis.reference import bat_reject_set
+    from oversmooth.analysis.tbat import BATSolver
+    from oversmooth.analysis.tokenheads import head_matrix, load_head, sampled_state_rows
 
     _, workdir, _ = smoke_run
     results = workdir / "results"
@@ -793,8 +794,8 @@ def test_adding_a_token_rank_builds_only_its_heads_their_metrics_samples_and_the
 
 @pytest.mark.workflow
 def test_the_token_track_samples_every_head_and_the_full_head_and_scores_them_against_human_text(smoke_run):
-    from oversmooth.causallm import load_tokenizer
-    from oversmooth.sampling import SAMPLES_SCHEMA
+    from oversmooth.generation.sampling import SAMPLES_SCHEMA
+    from oversmooth.models.causallm import load_tokenizer
 
     _, workdir, _ = smoke_run
     results = workdir / "results"
@@ -838,8 +839,8 @@ def test_the_token_track_counts_each_analysed_head_s_unargmaxable_tokens(smoke_r
 def test_the_bytes_prompts_skip_by_default_are_those_smollm2_cannot_spell(smoke_run, repo):
     """SmolLM2 (the demo's and thesis config's token-level ground truth) has no token starting with 21 bytes: the
     default `eval.unspellable_bytes` is exactly that set, read here from its real tokenizer."""
-    from oversmooth.config import load_config
-    from oversmooth.tokenmarginal import unspellable_bytes
+    from oversmooth.models.tokenmarginal import unspellable_bytes
+    from oversmooth.workflow.config import load_config
 
     _, workdir, _ = smoke_run
     found = unspellable_bytes("gt-smollm2", workdir / "results" / "data" / "smollm2")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from oversmooth.config import load_config
+from oversmooth.workflow.config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")

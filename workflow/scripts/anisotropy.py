@@ -2,9 +2,9 @@
 
 import pandas as pd
 
-from oversmooth.io import read_parquet, write_csv
-from oversmooth.logs import log_to_file
-from oversmooth.rank import layer_anisotropy
+from oversmooth.analysis.rank import layer_anisotropy
+from oversmooth.core.io import read_parquet, write_csv
+from oversmooth.core.logs import log_to_file
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

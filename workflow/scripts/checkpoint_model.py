@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from oversmooth.logs import log_to_file
-from oversmooth.train import export_checkpoint
+from oversmooth.core.logs import log_to_file
+from oversmooth.models.train import export_checkpoint
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

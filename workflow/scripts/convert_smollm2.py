@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from oversmooth.causallm import convert_smollm2
-from oversmooth.logs import log_to_file
+from oversmooth.core.logs import log_to_file
+from oversmooth.models.causallm import convert_smollm2
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

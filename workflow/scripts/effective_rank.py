@@ -2,9 +2,9 @@
 
 import pandas as pd
 
-from oversmooth.io import write_csv
-from oversmooth.logs import log_to_file
-from oversmooth.rank import rank_table, representations
+from oversmooth.analysis.rank import rank_table, representations
+from oversmooth.core.io import write_csv
+from oversmooth.core.logs import log_to_file
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

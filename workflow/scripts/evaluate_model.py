@@ -1,9 +1,9 @@
 """Snakemake adapter: held-out loss and accuracy of one model (rule evaluate_model)."""
 
-from oversmooth.evaluate import heldout_bytes, heldout_metrics
-from oversmooth.io import write_json
-from oversmooth.logs import log_to_file
-from oversmooth.rules import rule_byte_lm
+from oversmooth.core.io import write_json
+from oversmooth.core.logs import log_to_file
+from oversmooth.models.evaluate import heldout_bytes, heldout_metrics
+from oversmooth.workflow.rules import rule_byte_lm
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -1,9 +1,9 @@
 """Snakemake adapter: next-byte log-probabilities and hidden states of one model (rule extract_logits)."""
 
-from oversmooth.io import read_parquet
-from oversmooth.logits import extract_logits
-from oversmooth.logs import log_to_file
-from oversmooth.rules import rule_byte_lm
+from oversmooth.core.io import read_parquet
+from oversmooth.core.logs import log_to_file
+from oversmooth.extraction.logits import extract_logits
+from oversmooth.workflow.rules import rule_byte_lm
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -1,10 +1,10 @@
 """Snakemake adapter: Figure 4.2, mean NSMD per target byte for the most and least bottlenecked models, one panel
 per ground truth."""
 
-from oversmooth.figures import figure_4_2
-from oversmooth.logs import log_to_file
-from oversmooth.metrics_report import per_byte_mean, read_position_metrics
-from oversmooth.plotting import save_figure
+from oversmooth.core.logs import log_to_file
+from oversmooth.core.plotting import save_figure
+from oversmooth.reporting.figures import figure_4_2
+from oversmooth.reporting.metrics_report import per_byte_mean, read_position_metrics
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -1,9 +1,9 @@
 """Snakemake adapter: Figure 4.3, relative frequency of every model's argmax bytes against the targets'."""
 
-from oversmooth.figures import figure_4_3
-from oversmooth.logs import log_to_file
-from oversmooth.metrics_report import argmax_counts
-from oversmooth.plotting import save_figure
+from oversmooth.core.logs import log_to_file
+from oversmooth.core.plotting import save_figure
+from oversmooth.reporting.figures import figure_4_3
+from oversmooth.reporting.metrics_report import argmax_counts
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

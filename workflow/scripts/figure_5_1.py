@@ -1,11 +1,11 @@
 """Snakemake adapter: Figure 5.1, byte frequencies of the models' pure samples against the human continuations."""
 
-from oversmooth.figures import figure_5_1
-from oversmooth.io import read_parquet
-from oversmooth.logs import log_to_file
-from oversmooth.plotting import save_figure
-from oversmooth.prompts import human_samples
-from oversmooth.quality_report import sample_byte_frequencies
+from oversmooth.core.io import read_parquet
+from oversmooth.core.logs import log_to_file
+from oversmooth.core.plotting import save_figure
+from oversmooth.data.prompts import human_samples
+from oversmooth.reporting.figures import figure_5_1
+from oversmooth.reporting.quality_report import sample_byte_frequencies
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

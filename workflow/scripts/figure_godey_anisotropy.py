@@ -3,10 +3,10 @@
 
 import pandas as pd
 
-from oversmooth.figures import anisotropy_figure
-from oversmooth.logs import log_to_file
-from oversmooth.plotting import save_figure
-from oversmooth.seeds import without_seed_rows
+from oversmooth.core.logs import log_to_file
+from oversmooth.core.plotting import save_figure
+from oversmooth.reporting.figures import anisotropy_figure
+from oversmooth.reporting.seeds import without_seed_rows
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

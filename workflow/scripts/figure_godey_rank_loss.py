@@ -3,9 +3,9 @@ al. 2024), from rule rank_constrained_head's table."""
 
 import pandas as pd
 
-from oversmooth.figures import rank_loss_figure
-from oversmooth.logs import log_to_file
-from oversmooth.plotting import save_figure
+from oversmooth.core.logs import log_to_file
+from oversmooth.core.plotting import save_figure
+from oversmooth.reporting.figures import rank_loss_figure
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -1,10 +1,10 @@
 """Snakemake adapter: oversmoothing against validation loss along training, one line per bottleneck (rule
 figure_loss_matched)."""
 
-from oversmooth.along_training import load_trajectory
-from oversmooth.figures import figure_loss_matched
-from oversmooth.logs import log_to_file
-from oversmooth.plotting import save_figure
+from oversmooth.core.logs import log_to_file
+from oversmooth.core.plotting import save_figure
+from oversmooth.reporting.along_training import load_trajectory
+from oversmooth.reporting.figures import figure_loss_matched
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -1,9 +1,9 @@
 """Snakemake adapter: the token track's oversmoothing of every rank-k head against the full head, over k."""
 
-from oversmooth.figures import figure_token_heads
-from oversmooth.logs import log_to_file
-from oversmooth.metrics_report import load_summaries
-from oversmooth.plotting import save_figure
+from oversmooth.core.logs import log_to_file
+from oversmooth.core.plotting import save_figure
+from oversmooth.reporting.figures import figure_token_heads
+from oversmooth.reporting.metrics_report import load_summaries
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -2,9 +2,9 @@
 
 import pandas as pd
 
-from oversmooth.figures import figure_token_quality
-from oversmooth.logs import log_to_file
-from oversmooth.plotting import save_figure
+from oversmooth.core.logs import log_to_file
+from oversmooth.core.plotting import save_figure
+from oversmooth.reporting.figures import figure_token_quality
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

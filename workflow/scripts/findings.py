@@ -2,7 +2,9 @@
 
 import pandas as pd
 
-from oversmooth.findings import (
+from oversmooth.core.io import atomic_path, write_csv
+from oversmooth.core.logs import log_to_file
+from oversmooth.reporting.findings import (
     findings_page,
     findings_table,
     greedy_findings,
@@ -12,8 +14,6 @@ from oversmooth.findings import (
     quality_findings,
     svd_findings,
 )
-from oversmooth.io import atomic_path, write_csv
-from oversmooth.logs import log_to_file
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

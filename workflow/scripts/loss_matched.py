@@ -1,8 +1,8 @@
 """Snakemake adapter: oversmoothing along training, the family at matched validation loss (rule loss_matched)."""
 
-from oversmooth.along_training import load_trajectory, loss_matched_table
-from oversmooth.io import write_csv
-from oversmooth.logs import log_to_file
+from oversmooth.core.io import write_csv
+from oversmooth.core.logs import log_to_file
+from oversmooth.reporting.along_training import load_trajectory, loss_matched_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -1,9 +1,9 @@
 """Snakemake adapter: one oversmoothing table (4.1, 4.2, 6.1, 7.1, 7.2, E.n, F.1, and the token track's
 `<table>_tokens`) from the per-pair and TBAT summaries."""
 
-from oversmooth import metrics_report as mr
-from oversmooth.logs import log_to_file
-from oversmooth.seeds import write_table
+from oversmooth.core.logs import log_to_file
+from oversmooth.reporting import metrics_report as mr
+from oversmooth.reporting.seeds import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -6,9 +6,9 @@ import logging
 import numpy as np
 import pandas as pd
 
-from oversmooth.io import write_csv
-from oversmooth.logs import log_to_file
-from oversmooth.rank import ngram_rank_rows
+from oversmooth.analysis.rank import ngram_rank_rows
+from oversmooth.core.io import write_csv
+from oversmooth.core.logs import log_to_file
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
@@ -18,5 +18,5 @@ with log_to_file(smk.log[0]):
     rows = ngram_rank_rows(data, settings["ngram_n"], settings["ngram_contexts"], settings["ngram_alpha"],
                            settings["threshold"], settings["energy_shares"])
     for row in rows:
-        logging.getLogger("oversmooth.rank").info("n=%d: %s", row["n"], row)
+        logging.getLogger("oversmooth.analysis.rank").info("n=%d: %s", row["n"], row)
     write_csv(pd.DataFrame(rows), smk.output[0])

@@ -3,19 +3,19 @@ or of a token-track head against its source's full head (cached states), and the
 
 import torch
 
-from oversmooth.allocator import keep_freed_memory
-from oversmooth.decoding import decodings_from_config
-from oversmooth.io import write_csv
-from oversmooth.logs import log_to_file
-from oversmooth.metrics import logits_file_chunks, summarise_file, write_position_metrics
-from oversmooth.tokenheads import load_head, output_weight, read_states
-from oversmooth.tokenmetrics import head_logprob_chunks
-from oversmooth.tokensource import rule_token_source
+from oversmooth.analysis.decoding import decodings_from_config
+from oversmooth.analysis.metrics import logits_file_chunks, summarise_file, write_position_metrics
+from oversmooth.analysis.tokenheads import load_head, output_weight, read_states
+from oversmooth.analysis.tokenmetrics import head_logprob_chunks
+from oversmooth.core.allocator import keep_freed_memory
+from oversmooth.core.io import write_csv
+from oversmooth.core.logs import log_to_file
+from oversmooth.workflow.tokensource import rule_token_source
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
-    keep_freed_memory()  # allocates and frees large arrays at every step (oversmooth.allocator)
+    keep_freed_memory()  # allocates and frees large arrays at every step (oversmooth.core.allocator)
     torch.set_num_threads(smk.threads)
     settings = smk.params.metrics
     if "head" in smk.input.keys():

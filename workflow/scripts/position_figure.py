@@ -1,9 +1,9 @@
 """Snakemake adapter: Figure 4.1 (every model) or 7.1 (the SVD-imposed heads), next-byte distributions at one position."""
 
-from oversmooth.figures import figure_4_1
-from oversmooth.logs import log_to_file
-from oversmooth.metrics_report import position_view
-from oversmooth.plotting import save_figure
+from oversmooth.core.logs import log_to_file
+from oversmooth.core.plotting import save_figure
+from oversmooth.reporting.figures import figure_4_1
+from oversmooth.reporting.metrics_report import position_view
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

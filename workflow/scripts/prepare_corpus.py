@@ -1,7 +1,7 @@
 """Snakemake adapter: build the byte shards, eval pool and manifest (rule prepare_corpus)."""
 
-from oversmooth.data import CorpusPaths, build_corpus
-from oversmooth.logs import log_to_file
+from oversmooth.core.logs import log_to_file
+from oversmooth.data.corpus import CorpusPaths, build_corpus
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -4,13 +4,13 @@ from pathlib import Path
 
 import torch
 
-from oversmooth.bytelm import inference_device
-from oversmooth.io import atomic_path, read_parquet, write_csv
-from oversmooth.logs import log_to_file
-from oversmooth.prompts import human_samples
-from oversmooth.quality import model_quality
-from oversmooth.rules import load_byte_lm
-from oversmooth.truth import continuation_bits
+from oversmooth.core.io import atomic_path, read_parquet, write_csv
+from oversmooth.core.logs import log_to_file
+from oversmooth.data.prompts import human_samples
+from oversmooth.generation.quality import model_quality
+from oversmooth.generation.truth import continuation_bits
+from oversmooth.models.bytelm import inference_device
+from oversmooth.workflow.rules import load_byte_lm
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -5,9 +5,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from oversmooth.headfit import HeadFitSettings, rank_loss_table
-from oversmooth.io import write_csv
-from oversmooth.logs import log_to_file
+from oversmooth.analysis.headfit import HeadFitSettings, rank_loss_table
+from oversmooth.core.io import write_csv
+from oversmooth.core.logs import log_to_file
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -1,14 +1,14 @@
 """Snakemake adapter: continuations of the sampling prompts by one model with every decoding method (rule sample):
 a byte-level model from its checkpoint, or a token-track model (a rank-k head or tok-full) on its frozen source."""
 
-from oversmooth.catalog import is_token_model
-from oversmooth.decoding import decodings_from_config
-from oversmooth.io import read_parquet
-from oversmooth.logs import log_to_file
-from oversmooth.rules import rule_byte_lm
-from oversmooth.sampling import sample_model, sample_token_model
-from oversmooth.tokenheads import load_head
-from oversmooth.tokensource import rule_token_source
+from oversmooth.analysis.decoding import decodings_from_config
+from oversmooth.analysis.tokenheads import load_head
+from oversmooth.core.catalog import is_token_model
+from oversmooth.core.io import read_parquet
+from oversmooth.core.logs import log_to_file
+from oversmooth.generation.sampling import sample_model, sample_token_model
+from oversmooth.workflow.rules import rule_byte_lm
+from oversmooth.workflow.tokensource import rule_token_source
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

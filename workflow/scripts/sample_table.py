@@ -2,10 +2,10 @@
 
 import pandas as pd
 
-from oversmooth.io import read_parquet
-from oversmooth.logs import log_to_file
-from oversmooth.prompts import human_samples
-from oversmooth.quality_report import samples_markdown, write_text
+from oversmooth.core.io import read_parquet
+from oversmooth.core.logs import log_to_file
+from oversmooth.data.prompts import human_samples
+from oversmooth.reporting.quality_report import samples_markdown, write_text
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

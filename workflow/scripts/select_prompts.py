@@ -1,7 +1,7 @@
 """Snakemake adapter: choose the evaluation and sampling prompts (rule select_prompts)."""
 
-from oversmooth.logs import log_to_file
-from oversmooth.prompts import PromptSpec, write_prompts
+from oversmooth.core.logs import log_to_file
+from oversmooth.data.prompts import PromptSpec, write_prompts
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -2,10 +2,10 @@
 
 import logging
 
-from oversmooth.catalog import svd_name
-from oversmooth.io import write_json
-from oversmooth.logs import log_to_file
-from oversmooth.rank import svd_checkpoint
+from oversmooth.analysis.rank import svd_checkpoint
+from oversmooth.core.catalog import svd_name
+from oversmooth.core.io import write_json
+from oversmooth.core.logs import log_to_file
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
@@ -13,7 +13,7 @@ with log_to_file(smk.log[0]):
     rank = smk.params.rank
     record = svd_checkpoint(smk.input.checkpoint, rank, smk.output.checkpoint, svd_name(rank))
     write_json(smk.output.record, record)
-    logging.getLogger("oversmooth.rank").info(
+    logging.getLogger("oversmooth.analysis.rank").info(
         "%s: head of %s truncated to rank %d, %.4f of its energy kept", svd_name(rank), smk.params.source, rank,
         record["energy_kept"],
     )

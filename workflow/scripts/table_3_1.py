@@ -2,9 +2,9 @@
 
 import json
 
-from oversmooth.logs import log_to_file
-from oversmooth.report import table_3_1
-from oversmooth.seeds import write_table
+from oversmooth.core.logs import log_to_file
+from oversmooth.reporting.report import table_3_1
+from oversmooth.reporting.seeds import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -4,12 +4,12 @@ version, unargmaxable tokens per rank-k head with the most frequent of them in t
 import json
 from pathlib import Path
 
-from oversmooth.argmax import table_b
-from oversmooth.causallm import load_tokenizer
-from oversmooth.io import read_parquet
-from oversmooth.logs import log_to_file
-from oversmooth.seeds import write_table
-from oversmooth.tokenheads import unargmaxable_token_table
+from oversmooth.analysis.argmax import table_b
+from oversmooth.analysis.tokenheads import unargmaxable_token_table
+from oversmooth.core.io import read_parquet
+from oversmooth.core.logs import log_to_file
+from oversmooth.models.causallm import load_tokenizer
+from oversmooth.reporting.seeds import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

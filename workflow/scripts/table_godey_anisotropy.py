@@ -2,9 +2,9 @@
 
 import pandas as pd
 
-from oversmooth.logs import log_to_file
-from oversmooth.rank import anisotropy_table
-from oversmooth.seeds import write_table
+from oversmooth.analysis.rank import anisotropy_table
+from oversmooth.core.logs import log_to_file
+from oversmooth.reporting.seeds import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

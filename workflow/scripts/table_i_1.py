@@ -2,9 +2,9 @@
 
 import pandas as pd
 
-from oversmooth.io import write_csv
-from oversmooth.logs import log_to_file
-from oversmooth.timing import table_i_1
+from oversmooth.analysis.timing import table_i_1
+from oversmooth.core.io import write_csv
+from oversmooth.core.logs import log_to_file
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

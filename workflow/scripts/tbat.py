@@ -3,15 +3,15 @@ sampled positions, per decoding method (rule tbat)."""
 
 import torch
 
-from oversmooth.catalog import is_token_model
-from oversmooth.checkpoints import load_model
-from oversmooth.decoding import decodings_from_config
-from oversmooth.io import write_csv
-from oversmooth.logit_tables import sampled_logit_rows
-from oversmooth.logs import log_to_file
-from oversmooth.metrics import summarise_file
-from oversmooth.tbat import TBATSettings, model_tbat
-from oversmooth.tokenheads import head_matrix, load_head, sampled_state_rows
+from oversmooth.analysis.decoding import decodings_from_config
+from oversmooth.analysis.metrics import summarise_file
+from oversmooth.analysis.tbat import TBATSettings, model_tbat
+from oversmooth.analysis.tokenheads import head_matrix, load_head, sampled_state_rows
+from oversmooth.core.catalog import is_token_model
+from oversmooth.core.io import write_csv
+from oversmooth.core.logs import log_to_file
+from oversmooth.extraction.logit_tables import sampled_logit_rows
+from oversmooth.models.checkpoints import load_model
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -1,9 +1,9 @@
 """Snakemake adapter: a teacher ground truth's documents, the text of a `teacher` source (rule teacher_corpus)."""
 
-from oversmooth.logs import log_to_file
-from oversmooth.rules import rule_byte_lm
-from oversmooth.sampling import stepper_for
-from oversmooth.teacher import TeacherSpec, write_teacher_documents
+from oversmooth.core.logs import log_to_file
+from oversmooth.generation.sampling import stepper_for
+from oversmooth.generation.teacher import TeacherSpec, write_teacher_documents
+from oversmooth.workflow.rules import rule_byte_lm
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

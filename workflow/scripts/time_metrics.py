@@ -2,12 +2,12 @@
 
 import torch
 
-from oversmooth.checkpoints import load_model
-from oversmooth.io import ParquetInput, write_csv
-from oversmooth.logit_tables import read_sampled_rows, sample_positions
-from oversmooth.logs import log_to_file
-from oversmooth.tbat import TBATSettings
-from oversmooth.timing import model_timings
+from oversmooth.analysis.tbat import TBATSettings
+from oversmooth.analysis.timing import model_timings
+from oversmooth.core.io import ParquetInput, write_csv
+from oversmooth.core.logs import log_to_file
+from oversmooth.extraction.logit_tables import read_sampled_rows, sample_positions
+from oversmooth.models.checkpoints import load_model
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -1,10 +1,10 @@
 """Snakemake adapter: one rank-k head of the token track, its source's W truncated by SVD or A B fitted on the
 cached training states (rule token_head)."""
 
-from oversmooth.logs import log_to_file
-from oversmooth.tokenfit import build_head
-from oversmooth.tokenheads import save_head
-from oversmooth.tokensource import rule_token_source
+from oversmooth.analysis.tokenfit import build_head
+from oversmooth.analysis.tokenheads import save_head
+from oversmooth.core.logs import log_to_file
+from oversmooth.workflow.tokensource import rule_token_source
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

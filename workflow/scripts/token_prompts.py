@@ -3,10 +3,10 @@ token_prompts)."""
 
 from pathlib import Path
 
-from oversmooth.causallm import load_tokenizer
-from oversmooth.io import write_parquet
-from oversmooth.logs import log_to_file
-from oversmooth.prompts import select_token_prompts
+from oversmooth.core.io import write_parquet
+from oversmooth.core.logs import log_to_file
+from oversmooth.data.prompts import select_token_prompts
+from oversmooth.models.causallm import load_tokenizer
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

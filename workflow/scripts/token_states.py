@@ -3,12 +3,12 @@ the training shard (rule token_states)."""
 
 from pathlib import Path
 
-from oversmooth.data import read_shard
-from oversmooth.io import read_parquet
-from oversmooth.logs import log_to_file
-from oversmooth.tokenheads import write_states
-from oversmooth.tokensource import rule_token_source
-from oversmooth.tokenstates import prompt_states, shard_states
+from oversmooth.analysis.tokenheads import write_states
+from oversmooth.analysis.tokenstates import prompt_states, shard_states
+from oversmooth.core.io import read_parquet
+from oversmooth.core.logs import log_to_file
+from oversmooth.data.corpus import read_shard
+from oversmooth.workflow.tokensource import rule_token_source
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from oversmooth.cluster import job_deadline
-from oversmooth.logs import log_to_file
-from oversmooth.train import TrainSpec, torchrun_command, train_model
+from oversmooth.core.cluster import job_deadline
+from oversmooth.core.logs import log_to_file
+from oversmooth.models.train import TrainSpec, torchrun_command, train_model
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

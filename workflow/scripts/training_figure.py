@@ -3,9 +3,9 @@ of the head during training."""
 
 import pandas as pd
 
-from oversmooth import figures
-from oversmooth.logs import log_to_file
-from oversmooth.plotting import save_figure
+from oversmooth.core.logs import log_to_file
+from oversmooth.core.plotting import save_figure
+from oversmooth.reporting import figures
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

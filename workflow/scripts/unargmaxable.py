@@ -1,17 +1,17 @@
 """Snakemake adapter: unargmaxable classes of one head (rule unargmaxable): a bottleneck's byte classes, approximate
 and exact, or a token-track head's tokens, exact."""
 
-from oversmooth.allocator import keep_freed_memory
-from oversmooth.argmax import linear_head_vertices, report_record, unargmaxable_classes, vertex_record
-from oversmooth.checkpoints import load_model
-from oversmooth.io import write_json
-from oversmooth.logs import log_to_file
-from oversmooth.tokenheads import load_head
+from oversmooth.analysis.argmax import linear_head_vertices, report_record, unargmaxable_classes, vertex_record
+from oversmooth.analysis.tokenheads import load_head
+from oversmooth.core.allocator import keep_freed_memory
+from oversmooth.core.io import write_json
+from oversmooth.core.logs import log_to_file
+from oversmooth.models.checkpoints import load_model
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with log_to_file(smk.log[0]):
-    keep_freed_memory()  # allocates and frees large arrays at every step (oversmooth.allocator)
+    keep_freed_memory()  # allocates and frees large arrays at every step (oversmooth.core.allocator)
     settings, model = smk.params.settings, smk.wildcards.model
     if "head" in smk.input.keys():
         head, meta = load_head(smk.input.head)

@@ -1,0 +1,1 @@
+"""Oversmoothing metrics, TBAT, unargmaxable classes, timings, ranks, and the token track's heads."""

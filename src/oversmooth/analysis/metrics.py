@@ -1,0 +1,248 @@
+"""Oversmoothing metrics of a model against a ground truth, per position (thesis §4.1, appendix F).
+
+With p_gt the ground truth's next-byte distribution, p_bn the model's (after a decoding transform)
+and N the ground truth's nucleus set at tau:
+- TTO  = sum over bytes outside N of max(0, p_bn - p_gt)      (eq. 4.1)
+- NSMD = sum over bytes in N of (p_gt - p_bn)                  (eq. 4.2; = sum outside N of p_bn - p_gt)
+- TV   = 1/2 sum over all bytes of |p_gt - p_bn|               (eq. 4.3)
+- KL   = sum over bytes with p_gt > 0 of p_gt log(p_gt / p_bn) (eq. 4.4; +inf where p_bn = 0 < p_gt)
+- KL_eps = KL(p_gt || (1 - eps) p_bn + eps / 256)              (a named, explicit smoothing)
+- entropy_diff = H(p_bn) - H(p_gt)                             (Table F.1; > 0: the model is flatter)
+
+KL itself is never smoothed. Greedy, top-k and top-p give zero mass to bytes that a softmax ground
+truth always gives some mass, so their KL is +inf at every position: such positions are counted
+(`n_infinite`) and KL's mean, sd and CI are over the finite positions only. KL_eps, the KL to the
+model mixed with the uniform distribution at weight `metrics.kl_epsilon`, is finite everywhere and
+is reported beside it under its own name (the thesis's finite greedy KL came from an unstated
+epsilon of this kind).
+
+Everything is vectorised over positions in float64 (torch); no loop per position.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+
+from oversmooth.analysis.decoding import Decoding, nucleus_mask
+from oversmooth.core.io import atomic_path, read_parquet
+from oversmooth.core.logs import get_logger
+from oversmooth.extraction.logit_tables import iter_aligned_logits
+
+log = get_logger("metrics")
+
+METRICS = ("tto", "nsmd", "tv", "kl", "kl_eps", "entropy_diff")
+POSITION_SCHEMA = pa.schema(
+    [
+        ("prompt_id", pa.int32()),
+        ("position", pa.int32()),
+        ("target", pa.int32()),  # a byte, or a token of the token track
+        ("method", pa.string()),
+        ("nucleus_size", pa.int32()),
+        ("bn_argmax", pa.int32()),
+        *((name, pa.float64()) for name in METRICS),
+    ]
+)
+SUMMARY_COLUMNS = ["method", "metric", "mean", "sd", "ci_low", "ci_high", "n_positions", "n_prompts", "n_infinite"]
+
+
+def entropy(logprobs: torch.Tensor, probs: torch.Tensor | None = None) -> torch.Tensor:
+    """Shannon entropy in nats along the last axis, with 0 log 0 = 0 (`probs`: exp(logprobs), if at hand)."""
+    probs = logprobs.exp() if probs is None else probs
+    return -torch.where(logprobs > float("-inf"), probs * logprobs, 0.0).sum(-1)
+
+
+def kl_divergence(logp: torch.Tensor, logq: torch.Tensor, p: torch.Tensor | None = None) -> torch.Tensor:
+    """KL(p || q) in nats along the last axis; +inf where q = 0 < p (`p`: exp(logp), if at hand)."""
+    p = logp.exp() if p is None else p
+    terms = torch.where(logp > float("-inf"), p * (logp - logq), 0.0)
+    return terms.sum(-1)
+
+
+def mix_uniform(logp: torch.Tensor, eps: float) -> torch.Tensor:
+    """log((1 - eps) p + eps / V): the distribution mixed with the uniform one at weight eps."""
+    if not 0 < eps < 1:
+        raise ValueError(f"metrics.kl_epsilon must be in (0, 1), got {eps}")
+    return torch.logaddexp(logp + math.log1p(-eps), torch.tensor(math.log(eps / logp.size(-1)), dtype=logp.dtype))
+
+
+def tail_token_overassignment(p_bn: torch.Tensor, p_gt: torch.Tensor, nucleus: torch.Tensor) -> torch.Tensor:
+    """TTO (eq. 4.1): mass the model puts above the ground truth on bytes outside the nucleus."""
+    return torch.where(nucleus, 0.0, (p_bn - p_gt).clamp_min(0.0)).sum(-1)
+
+
+def nucleus_set_mass_difference(p_bn: torch.Tensor, p_gt: torch.Tensor, nucleus: torch.Tensor) -> torch.Tensor:
+    """NSMD (eq. 4.2): ground-truth nucleus mass minus the model's mass on the nucleus."""
+    return torch.where(nucleus, p_gt - p_bn, 0.0).sum(-1)
+
+
+def total_variation(p_bn: torch.Tensor, p_gt: torch.Tensor) -> torch.Tensor:
+    """TV (eq. 4.3)."""
+    return 0.5 * (p_bn - p_gt).abs().sum(-1)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What the metrics need of the ground truth's distributions, computed once for every decoding of the model."""
+
+    logp: torch.Tensor
+    p: torch.Tensor
+    nucleus: torch.Tensor
+    entropy: torch.Tensor
+
+
+def reference_terms(logp_gt: torch.Tensor, tau: float, nucleus: torch.Tensor | None = None) -> Reference:
+    p_gt = logp_gt.exp()
+    nucleus = nucleus_mask(p_gt, tau) if nucleus is None else nucleus
+    return Reference(logp_gt, p_gt, nucleus, entropy(logp_gt, p_gt))
+
+
+def oversmoothing_against(logp_bn: torch.Tensor, reference: Reference, kl_epsilon: float = 1e-6) -> dict[str, torch.Tensor]:
+    """TTO, NSMD, TV, KL, KL_eps and the entropy difference for every row of (n, V) log-probabilities."""
+    p_bn, p_gt, nucleus = logp_bn.exp(), reference.p, reference.nucleus
+    return {
+        "tto": tail_token_overassignment(p_bn, p_gt, nucleus),
+        "nsmd": nucleus_set_mass_difference(p_bn, p_gt, nucleus),
+        "tv": total_variation(p_bn, p_gt),
+        "kl": kl_divergence(reference.logp, logp_bn, p_gt),
+        "kl_eps": kl_divergence(reference.logp, mix_uniform(logp_bn, kl_epsilon), p_gt),
+        "entropy_diff": entropy(logp_bn, p_bn) - reference.entropy,
+        "nucleus_size": nucleus.sum(-1),
+    }
+
+
+def oversmoothing(
+    logp_bn: torch.Tensor, logp_gt: torch.Tensor, tau: float, kl_epsilon: float = 1e-6, nucleus: torch.Tensor | None = None
+) -> dict[str, torch.Tensor]:
+    """`oversmoothing_against` the ground truth `logp_gt` (its nucleus mask at tau may be passed in)."""
+    return oversmoothing_against(logp_bn, reference_terms(logp_gt, tau, nucleus), kl_epsilon)
+
+
+@dataclass(frozen=True)
+class PositionChunk:
+    """Consecutive positions with the model's and the reference's (ground truth's) log-probabilities (n, V)."""
+
+    prompt_id: np.ndarray
+    position: np.ndarray
+    target: np.ndarray
+    logp_model: torch.Tensor  # float64
+    logp_reference: torch.Tensor  # float64
+
+
+def logits_file_chunks(model_logits: str | os.PathLike, gt_logits: str | os.PathLike) -> Iterable[PositionChunk]:
+    """Two logits files' aligned row groups as chunks (float64)."""
+    for bn, gt in iter_aligned_logits(model_logits, gt_logits):
+        yield PositionChunk(bn.prompt_id, bn.position, bn.target, torch.from_numpy(bn.logprobs.astype(np.float64)),
+                            torch.from_numpy(gt.logprobs.astype(np.float64)))
+
+
+def position_metrics(
+    model_logits: str | os.PathLike,
+    gt_logits: str | os.PathLike,
+    out_path: str | os.PathLike,
+    decodings: Sequence[Decoding],
+    tau: float,
+    kl_epsilon: float,
+) -> int:
+    """Per-position metrics of one model against one ground truth (two logits files), for each decoding, to Parquet."""
+    return write_position_metrics(logits_file_chunks(model_logits, gt_logits), out_path, decodings, tau, kl_epsilon)
+
+
+def write_position_metrics(
+    chunks: Iterable[PositionChunk], out_path: str | os.PathLike, decodings: Sequence[Decoding], tau: float,
+    kl_epsilon: float,
+) -> int:
+    """Per-position metrics of the model against the reference in every chunk, for each decoding, to Parquet."""
+    if not 0 < tau <= 1:
+        raise ValueError(f"metrics.tau must be in (0, 1], got {tau}")
+    started, rows = time.perf_counter(), 0
+    with atomic_path(out_path) as tmp:
+        writer = pq.ParquetWriter(tmp, POSITION_SCHEMA)
+        for chunk in chunks:
+            reference = reference_terms(chunk.logp_reference, tau)  # the same for every decoding
+            for decoding in decodings:
+                transformed = decoding(chunk.logp_model)
+                values = oversmoothing_against(transformed, reference, kl_epsilon)
+                columns = {
+                    "prompt_id": chunk.prompt_id,
+                    "position": chunk.position,
+                    "target": chunk.target,
+                    "method": np.full(len(chunk.target), decoding.method),
+                    "nucleus_size": values.pop("nucleus_size").numpy(),
+                    "bn_argmax": transformed.argmax(-1).numpy(),
+                    **{name: values[name].numpy() for name in METRICS},
+                }
+                writer.write_table(pa.Table.from_pydict(columns, schema=POSITION_SCHEMA))
+            rows += len(chunk.target)
+            log.info("%d positions x %d decodings, %.1f s", rows, len(decodings), time.perf_counter() - started)
+        writer.close()
+    log.info("%d positions x %d decodings in %.1f s", rows, len(decodings), time.perf_counter() - started)
+    return rows
+
+
+def summarise(
+    frame: pd.DataFrame, *, n_boot: int, confidence: float, seed: int, metrics: Sequence[str] = METRICS
+) -> pd.DataFrame:
+    """Mean, sd and a cluster-bootstrap CI of every metric per decoding method.
+
+    Positions of one window are not independent, so the bootstrap resamples prompts (with all their
+    positions), `n_boot` times, seeded; the CI is the percentile interval. Non-finite values (infinite
+    KL, NaN for a TBAT solver failure) are left out of mean, sd and CI and counted in `n_infinite`.
+    """
+    rows = []
+    for method, group in frame.groupby("method", sort=False):
+        prompt_codes, prompts = pd.factorize(group["prompt_id"])
+        weights = bootstrap_weights(len(prompts), n_boot, seed)
+        for metric in metrics:
+            values = group[metric].to_numpy()
+            rows.append({"method": method, "metric": metric, **describe(values, prompt_codes, weights, confidence)})
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def bootstrap_weights(n_clusters: int, n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot, n_clusters) counts: how often each cluster is drawn in each bootstrap replicate."""
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=n_boot)
+
+
+def describe(values: np.ndarray, clusters: np.ndarray, weights: np.ndarray, confidence: float) -> dict:
+    """Mean, sample sd and the percentile CI of the mean over the finite values, resampling clusters."""
+    finite = np.isfinite(values)
+    n_clusters = weights.shape[1]
+    sums = np.bincount(clusters[finite], weights=values[finite], minlength=n_clusters)
+    counts = np.bincount(clusters[finite], minlength=n_clusters).astype(float)
+    kept = values[finite]
+    mean = kept.mean() if kept.size else (np.inf if np.isposinf(values).any() else np.nan)  # all infinite: so is the mean
+    sd = kept.std(ddof=1) if kept.size > 1 else np.nan
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = (weights @ sums) / (weights @ counts)
+    low, high = percentile_interval(boot[np.isfinite(boot)], confidence)
+    return {
+        "mean": mean, "sd": sd, "ci_low": low, "ci_high": high,
+        "n_positions": int(finite.sum()), "n_prompts": int(n_clusters), "n_infinite": int((~finite).sum()),
+    }
+
+
+def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The bootstrap percentile interval of a statistic's replicates; NaNs when there are none."""
+    if not replicates.size:
+        return np.nan, np.nan
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(replicates, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
+def summarise_file(
+    path: str | os.PathLike, *, n_boot: int, confidence: float, seed: int, metrics: Sequence[str] = METRICS
+) -> pd.DataFrame:
+    frame = read_parquet(path, columns=["prompt_id", "method", *metrics]).to_pandas()
+    return summarise(frame, n_boot=n_boot, confidence=confidence, seed=seed, metrics=metrics)

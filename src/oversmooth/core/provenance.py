@@ -1,0 +1,96 @@
+"""Which library code a rule's result depends on: a digest of each module its workflow script runs.
+
+Snakemake reruns a job when its script changes, but not when a library module the script calls changes. Each
+rule therefore carries one param per `oversmooth` module its script imports, directly or through other modules
+(`library_params`), valued `oversmooth.<module> <digest>`: Snakemake reports a rerun's reason as the param values
+that changed, so the reason names the edited module. Only code counts: a changed comment, docstring or layout
+leaves the digest as it is.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE = "oversmooth"
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def module_file(module: str) -> Path | None:
+    """The source file of `oversmooth.<name>` (or of the package itself); None for anything else."""
+    parts = module.split(".")
+    if parts[0] != PACKAGE:
+        return None
+    base = PACKAGE_DIR.joinpath(*parts[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def imported_modules(source: str | ast.AST) -> set[str]:
+    """The `oversmooth` modules that `source` imports anywhere (top level or inside functions)."""
+    found = set()
+    tree = ast.parse(source) if isinstance(source, str) else source
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)  # `from oversmooth import x`
+    return {name for name in found if module_file(name) is not None}
+
+
+def module_closure(source: str) -> list[str]:
+    """Every `oversmooth` module `source` depends on through imports, with the `__init__` of each package they lie
+    in (importing `oversmooth.a.b` runs `oversmooth` and `oversmooth.a` first)."""
+    pending, seen = imported_modules(source), set()
+    while pending:
+        module = pending.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        pending |= _parsed(module)[0] | set(_packages_of(module))
+    return sorted(seen)
+
+
+def _packages_of(module: str) -> list[str]:
+    """The packages `module` lies in: `oversmooth.a.b` -> `oversmooth`, `oversmooth.a`."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+@lru_cache(maxsize=None)
+def _parsed(module: str) -> tuple[frozenset[str], str]:
+    """A library module's imports and code fingerprint, from one parse (Snakemake computes every rule's digest at
+    each start, so each module is read once)."""
+    tree = ast.parse(module_file(module).read_text())
+    return frozenset(imported_modules(tree)), code_fingerprint(tree)
+
+
+def code_fingerprint(source: str | ast.AST) -> str:
+    """The code of a module without its docstrings, comments and layout (its AST, dumped)."""
+    tree = ast.parse(source) if isinstance(source, str) else source
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=False)
+
+
+def module_digest(module: str) -> str:
+    """A short digest of one library module's code."""
+    return hashlib.sha256(_parsed(module)[1].encode()).hexdigest()[:12]
+
+
+def library_params(script: str | os.PathLike) -> dict[str, str]:
+    """The params that tie a rule to the library code `script` runs: `code_<module>` -> `oversmooth.<module>
+    <digest>` for every module of its closure (`code_oversmooth` for the package's `__init__`, `code_analysis` for
+    a sub-package's; its module `oversmooth.analysis.tbat` as `code_analysis_tbat`)."""
+    return {"code_" + ("_".join(module.split(".")[1:]) or PACKAGE): f"{module} {module_digest(module)}"
+            for module in module_closure(Path(script).read_text())}

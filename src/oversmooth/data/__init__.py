@@ -1,0 +1,1 @@
+"""The data stage: corpus sources, split and byte shards, prompts, byte names."""

@@ -1,0 +1,1 @@
+"""Sampling with the decoding methods, sample quality, a teacher's documents and their truth."""

@@ -1,0 +1,318 @@
+"""Sampling continuations with the decoding methods (thesis ch. 5, §6.2).
+
+Every model continues every prompt's `sample_prefix` for `continuation_bytes` bytes with each
+decoding method, batched over prompts, with a key/value cache: one new byte costs one forward pass
+over that byte only. A byte is drawn from the decoded distribution by inverting its CDF at a uniform
+number from the row's own generator, seeded by (seed, model, method, prompt): adding a model or a
+prompt changes no other sample, and the batch size changes nothing.
+
+The token track samples the same way (`sample_token_model`): a rank-k head (or the full one) on a frozen
+`transformers` LM's states with that model's cache, token prefixes of equal length, texts decoded by its tokenizer.
+
+Context: while prefix + continuation fit in the model's block, every byte sees everything before it
+(the thesis: 100 + 500 <= 1024). When the cache is full, it is rebuilt from the last `block // 2`
+bytes, so every byte sees at least half a block (`generate_uncached` follows the same rule without a
+cache: the test oracle and the speed baseline).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+import torch
+import torch.nn.functional as F
+
+from oversmooth.analysis.decoding import Decoding
+from oversmooth.core.io import write_parquet
+from oversmooth.core.logs import get_logger
+from oversmooth.models.bytelm import ByteLM, GPTByteLM, HFByteLM
+from oversmooth.models.kvcache import BlockKVCache
+from oversmooth.models.model import VOCAB_SIZE, bf16_autocast
+
+log = get_logger("sampling")
+
+SAMPLES_SCHEMA = pa.schema(
+    [
+        ("model", pa.string()),
+        ("method", pa.string()),
+        ("prompt_id", pa.int32()),
+        ("seed", pa.int64()),
+        ("prefix", pa.binary()),
+        ("continuation", pa.binary()),
+        ("text", pa.string()),
+    ]
+)
+
+
+def sample_seed(seed: int, model: str, method: str, prompt_id: int) -> int:
+    """A 63-bit seed that depends only on (seed, model, method, prompt)."""
+    digest = hashlib.blake2b(f"{seed}/{model}/{method}/{prompt_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def draw(logprobs: torch.Tensor, decoding: Decoding, uniforms: torch.Tensor) -> torch.Tensor:
+    """One byte (token) per row from the decoded distribution, by inverting its CDF at `uniforms` (B,) in [0, 1)."""
+    probs = decoding(logprobs.double()).exp()
+    cdf = probs.cumsum(-1)
+    x = (uniforms.double() * cdf[:, -1]).unsqueeze(-1)
+    return torch.searchsorted(cdf, x, right=True).squeeze(-1).clamp_max(logprobs.size(-1) - 1)
+
+
+class Stepper(Protocol):
+    block_size: int
+
+    def start(self, window: torch.Tensor) -> torch.Tensor:
+        """Forget the cache, read `window` (B, T); log-probabilities (B, 256) of the next byte."""
+        ...
+
+    def step(self, byte: torch.Tensor) -> torch.Tensor:
+        """Append one byte per row (B,); log-probabilities (B, 256) of the next byte."""
+        ...
+
+    def cached(self) -> int:
+        """Bytes in the cache."""
+        ...
+
+
+class GPTStepper:
+    """One of our GPTs with its key/value cache; `bf16` as in `model.bf16_autocast` (default: on CUDA only)."""
+
+    def __init__(self, lm: GPTByteLM, bf16: bool | None = None):
+        self.model, self.block_size, self.bf16 = lm.model, lm.block_size, bf16
+        self.device = next(self.model.parameters()).device
+        self.cache = BlockKVCache(self.block_size)
+
+    def start(self, window: torch.Tensor) -> torch.Tensor:
+        self.cache = BlockKVCache(self.block_size)
+        return self._run(window)
+
+    def step(self, byte: torch.Tensor) -> torch.Tensor:
+        return self._run(byte[:, None])
+
+    def cached(self) -> int:
+        return self.cache.length
+
+    @torch.no_grad()
+    def _run(self, idx: torch.Tensor) -> torch.Tensor:
+        with bf16_autocast(self.device, self.bf16):
+            logits = self.model.forward_cached(idx.to(self.device), self.cache)[:, -1]
+        return F.log_softmax(logits.float(), dim=-1).cpu()
+
+
+class HFStepper:
+    """A `transformers` byte model with its own key/value cache (`past_key_values`)."""
+
+    def __init__(self, lm: HFByteLM):
+        self.lm, self.block_size = lm, lm.block_size
+        self.device = next(lm.model.parameters()).device
+        self.past, self.length = None, 0
+
+    def start(self, window: torch.Tensor) -> torch.Tensor:
+        ids = window.to(self.device) + self.lm.byte_offset
+        if self.lm.bos_id is not None:
+            ids = torch.cat([torch.full_like(ids[:, :1], self.lm.bos_id), ids], dim=1)
+        self.past, self.length = None, window.size(1)
+        return self._run(ids)
+
+    def step(self, byte: torch.Tensor) -> torch.Tensor:
+        self.length += 1
+        return self._run(byte[:, None].to(self.device) + self.lm.byte_offset)
+
+    def cached(self) -> int:
+        return self.length
+
+    @torch.no_grad()
+    def _run(self, ids: torch.Tensor) -> torch.Tensor:
+        out = self.lm.model(input_ids=ids, past_key_values=self.past, use_cache=True)
+        self.past = out.past_key_values
+        logits = out.logits[:, -1, self.lm.byte_offset : self.lm.byte_offset + VOCAB_SIZE]
+        return F.log_softmax(logits.float(), dim=-1).cpu()
+
+
+class TokenHeadStepper:
+    """A frozen `transformers` causal LM whose next-token distribution comes from `head` (a rank-k head of the token
+    track, or the model's own output layer) applied to the states its own head would read, with the model's key/value
+    cache (`past_key_values`): the token track's sampler."""
+
+    def __init__(self, model, head: torch.nn.Module, block_size: int):
+        self.model, self.head, self.block_size = model, head, block_size
+        self.device = next(model.parameters()).device
+        self.past, self.length = None, 0
+
+    def start(self, window: torch.Tensor) -> torch.Tensor:
+        self.past, self.length = None, window.size(1)
+        return self._run(window)
+
+    def step(self, token: torch.Tensor) -> torch.Tensor:
+        self.length += 1
+        return self._run(token[:, None])
+
+    def cached(self) -> int:
+        return self.length
+
+    @torch.no_grad()
+    def _run(self, ids: torch.Tensor) -> torch.Tensor:
+        out = self.model.base_model(input_ids=ids.to(self.device), past_key_values=self.past, use_cache=True)
+        self.past = out.past_key_values
+        return F.log_softmax(self.head(out.last_hidden_state[:, -1]).float(), dim=-1).cpu()
+
+
+class UncachedStepper:
+    """A stepper made to forget its cache: every step re-reads the whole window from the start (the oracle of the
+    cached path, and the baseline of its speed)."""
+
+    def __init__(self, stepper: Stepper):
+        self.inner, self.block_size, self.window = stepper, stepper.block_size, None
+
+    def start(self, window: torch.Tensor) -> torch.Tensor:
+        self.window = window
+        return self.inner.start(window)
+
+    def step(self, token: torch.Tensor) -> torch.Tensor:
+        self.window = torch.cat([self.window, token[:, None]], dim=1)
+        return self.inner.start(self.window)
+
+    def cached(self) -> int:
+        return self.window.size(1)
+
+
+def stepper_for(lm: ByteLM) -> Stepper:
+    from oversmooth.models.tokenmarginal import MarginalStepper, TokenMarginalByteLM
+
+    if isinstance(lm, GPTByteLM):
+        return GPTStepper(lm)
+    if isinstance(lm, HFByteLM):
+        return HFStepper(lm)
+    if isinstance(lm, TokenMarginalByteLM):
+        return MarginalStepper(lm)
+    raise TypeError(f"no cached sampler for {type(lm).__name__}")
+
+
+def generate(stepper: Stepper, prefixes: torch.Tensor, decoding: Decoding, uniforms: torch.Tensor) -> torch.Tensor:
+    """Continue `prefixes` (B, P) by uniforms.shape[1] bytes with a key/value cache."""
+    block, keep = stepper.block_size, stepper.block_size // 2
+    text = prefixes
+    logprobs = stepper.start(text[:, -block:])
+    new = []
+    for t in range(uniforms.size(1)):
+        byte = draw(logprobs, decoding, uniforms[:, t])
+        new.append(byte)
+        text = torch.cat([text, byte[:, None]], dim=1)
+        if t + 1 == uniforms.size(1):
+            break
+        if stepper.cached() >= block:  # full: rebuild from the last half block
+            logprobs = stepper.start(text[:, -keep:])
+        else:
+            logprobs = stepper.step(byte)
+    return torch.stack(new, dim=1)
+
+
+def generate_uncached(lm: ByteLM, prefixes: torch.Tensor, decoding: Decoding, uniforms: torch.Tensor) -> torch.Tensor:
+    """The same bytes as `generate`, re-running the whole context window for every new byte."""
+    block, keep = lm.block_size, lm.block_size // 2
+    text, start = prefixes, max(0, prefixes.size(1) - block)
+    new = []
+    for t in range(uniforms.size(1)):
+        logprobs = lm.next_byte_logprobs(text[:, start:])[:, -1].cpu()
+        byte = draw(logprobs, decoding, uniforms[:, t])
+        new.append(byte)
+        text = torch.cat([text, byte[:, None]], dim=1)
+        if text.size(1) - start > block:
+            start = text.size(1) - keep
+    return torch.stack(new, dim=1)
+
+
+def uniforms_for(seeds: Sequence[int], n: int) -> torch.Tensor:
+    """(len(seeds), n) uniform numbers in [0, 1), row i from its own generator."""
+    return torch.from_numpy(np.stack([np.random.default_rng(s).random(n) for s in seeds]))
+
+
+def sample_model(
+    lm: ByteLM,
+    prompts: pa.Table,
+    decodings: Sequence[Decoding],
+    out_path: str | os.PathLike,
+    *,
+    continuation_bytes: int,
+    batch_size: int,
+    seed: int,
+    n_prompts: int | None = None,
+) -> pa.Table:
+    """Every (method, prompt) continuation of one byte-level model, to Parquet."""
+    prefixes = [list(p) for p in prompts.column("sample_prefix").to_pylist()[:n_prompts]]
+    ids = prompts.column("prompt_id").to_pylist()[:n_prompts]
+    return write_samples(stepper_for(lm), lm.name, ids, prefixes, decodings, out_path, n_new=continuation_bytes,
+                         batch_size=batch_size, seed=seed, to_bytes=bytes)
+
+
+def sample_token_model(
+    model,
+    tokenizer,
+    head: torch.nn.Module,
+    name: str,
+    prompts: pa.Table,
+    decodings: Sequence[Decoding],
+    out_path: str | os.PathLike,
+    *,
+    continuation_tokens: int,
+    batch_size: int,
+    seed: int,
+) -> pa.Table:
+    """Every (method, prompt) continuation of a token-track model (`head` on the frozen `model`'s states) from the
+    token prompts' `prefix_ids`, to Parquet; texts are the sampled tokens decoded, as the human ones are."""
+    stepper = TokenHeadStepper(model, head, getattr(model.config, "max_position_embeddings", 2048))
+    return write_samples(
+        stepper, name, prompts.column("prompt_id").to_pylist(), prompts.column("prefix_ids").to_pylist(), decodings,
+        out_path, n_new=continuation_tokens, batch_size=batch_size, seed=seed,
+        to_bytes=lambda ids: tokenizer.decode(ids).encode("utf-8"),
+    )
+
+
+def write_samples(
+    stepper: Stepper,
+    name: str,
+    ids: Sequence[int],
+    prefixes: Sequence[Sequence[int]],
+    decodings: Sequence[Decoding],
+    out_path: str | os.PathLike,
+    *,
+    n_new: int,
+    batch_size: int,
+    seed: int,
+    to_bytes: Callable[[Sequence[int]], bytes],
+) -> pa.Table:
+    """Continue each prefix (equal lengths, bytes or token ids) by `n_new` symbols with each decoding method, in
+    batches; one row per (method, prompt) with the prefix and continuation as `to_bytes` renders them."""
+    if len({len(p) for p in prefixes}) != 1:
+        raise ValueError(f"{name}: the sampling prefixes have different lengths {sorted({len(p) for p in prefixes})}; "
+                         "rebuild the prompts")
+    rows = []
+    for decoding in decodings:
+        started = time.perf_counter()
+        for first in range(0, len(ids), batch_size):
+            batch_ids = ids[first : first + batch_size]
+            seeds = [sample_seed(seed, name, decoding.method, i) for i in batch_ids]
+            x = torch.tensor(prefixes[first : first + batch_size], dtype=torch.long)
+            new = generate(stepper, x, decoding, uniforms_for(seeds, n_new))
+            for i, s, prefix, continuation in zip(batch_ids, seeds, prefixes[first:], new.tolist()):
+                data = to_bytes(continuation)
+                rows.append(
+                    {"model": name, "method": decoding.method, "prompt_id": i, "seed": s, "prefix": to_bytes(prefix),
+                     "continuation": data, "text": data.decode("utf-8", errors="replace")}
+                )
+            log.info("%s %s: %d/%d continuations, %.1f s", name, decoding.method, min(first + batch_size, len(ids)),
+                     len(ids), time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        log.info("%s %s: %d continuations of %d symbols, %.1f s (%.0f symbols/s)", name, decoding.method, len(ids),
+                 n_new, seconds, len(ids) * n_new / seconds)
+    table = pa.Table.from_pylist(rows, schema=SAMPLES_SCHEMA)
+    write_parquet(table, out_path)
+    return table
+
+

@@ -1,0 +1,1 @@
+"""The tables and figures, built from the analyses' files."""

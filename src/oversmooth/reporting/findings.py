@@ -1,0 +1,252 @@
+"""The thesis's findings as stated tests (issue 26): each claim, per ground truth, decided from the tables a run made.
+
+Every claim is a difference `d` that the thesis says is positive, with its interval: from each term's bootstrap
+interval, its standard error (half-width / z), combined as if the terms were independent. The terms are measured on
+the same positions, whose errors are positively correlated, so this interval is wider than a paired one: a claim it
+calls decided is decided. Verdicts: `holds` (the interval lies above 0), `fails` (below 0), `undecided` (it holds 0).
+No torch: it reads CSV tables (`docs/results.md` names each test).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from oversmooth.core.catalog import bottleneck_of
+from oversmooth.core.labels import METHOD_LABELS
+from oversmooth.data.bytenames import VOCAB_SIZE
+
+HOLDS, FAILS, UNDECIDED = "holds", "fails", "undecided"
+FINDINGS_COLUMNS = ["id", "claim", "ground_truth", "test", "estimate", "ci_low", "ci_high", "verdict", "evidence"]
+
+
+@dataclass(frozen=True)
+class Term:
+    """One measured number with its interval, and the coefficient it enters the difference with."""
+
+    label: str
+    mean: float
+    ci_low: float
+    ci_high: float
+    weight: float = 1.0
+
+
+def z_of(confidence: float) -> float:
+    """The two-sided normal quantile of `confidence` (1.96 at 0.95)."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def difference(terms: Sequence[Term], confidence: float, offset: float = 0.0) -> tuple[float, float, float]:
+    """sum(weight * mean) - offset, and its interval from the terms' standard errors, combined independently."""
+    z = z_of(confidence)
+    estimate = sum(t.weight * t.mean for t in terms) - offset
+    se = math.sqrt(sum((t.weight * (t.ci_high - t.ci_low) / (2 * z)) ** 2 for t in terms))
+    return estimate, estimate - z * se, estimate + z * se
+
+
+def verdict(ci_low: float, ci_high: float) -> str:
+    if ci_low > 0:
+        return HOLDS
+    if ci_high < 0:
+        return FAILS
+    return UNDECIDED
+
+
+def _row(fid: str, claim: str, gt: str, test: str, terms: Sequence[Term], confidence: float, offset: float = 0.0) -> dict:
+    estimate, low, high = difference(terms, confidence, offset)
+    evidence = "; ".join(f"{t.label} {t.mean:.4g} [{t.ci_low:.4g}, {t.ci_high:.4g}]" for t in terms)
+    return {"id": fid, "claim": claim, "ground_truth": gt, "test": test, "estimate": estimate, "ci_low": low,
+            "ci_high": high, "verdict": verdict(low, high) if not math.isnan(estimate) else UNDECIDED,
+            "evidence": evidence}
+
+
+def _term(table: pd.DataFrame, model: str, prefix: str, suffix: str = "", weight: float = 1.0, label: str = "") -> Term:
+    """The row `model` of a table whose columns are `<prefix> mean<suffix>`, `<prefix> ci_low<suffix>`, ..."""
+    row = table.set_index("model").loc[model]
+    return Term(label or model, float(row[f"{prefix}mean{suffix}"]), float(row[f"{prefix}ci_low{suffix}"]),
+                float(row[f"{prefix}ci_high{suffix}"]), weight)
+
+
+def bottleneck_rows(table: pd.DataFrame) -> dict[int, str]:
+    """k -> model of the family's master-seed rows (`bn-<k>`) of a metrics table."""
+    return {int(m.removeprefix("bn-")): m for m in table["model"] if m.startswith("bn-") and m[3:].isdigit()}
+
+
+def oversmoothing_findings(table_4_1: pd.DataFrame, ground_truths: Sequence[str], moderate_k: int, min_effect: float,
+                           confidence: float) -> list[dict]:
+    """Claims on TTO against each ground truth (Table 4.1): it falls with k, levels off beyond a moderate k (with a
+    k strictly between the narrowest and the widest), the full-rank model still oversmooths (where the widest k is
+    full rank, >= 256); NSMD <= TTO on every model's row; TBAT falls with k, and is 0 at full rank."""
+    ks = bottleneck_rows(table_4_1)
+    low, high, full_rank = ks[min(ks)], ks[max(ks)], max(ks) >= VOCAB_SIZE
+    inner = [k for k in ks if min(ks) < k < max(ks)]
+    mid = ks[min(inner, key=lambda k: (abs(k - moderate_k), k))] if inner else None
+    models = table_4_1[~table_4_1["model"].str.contains(" ", regex=False)]  # not the across-seed rows
+    rows = []
+    for gt in ground_truths:
+        def tto(model: str, w: float = 1.0, gt: str = gt) -> Term:
+            return _term(table_4_1, model, "TTO ", f" ({gt})", w)
+
+        rows.append(_row("tto_falls_with_k", "oversmoothing falls with k", gt,
+                         f"TTO({low}) - TTO({high}) > 0", [tto(low), tto(high, -1.0)], confidence))
+        if mid:
+            rows.append(_row("tto_levels_off", f"it levels off beyond a moderate k ({mid})", gt,
+                             f"[TTO({low}) - TTO({mid})] - [TTO({mid}) - TTO({high})] > 0",
+                             [tto(low), tto(mid, -2.0), tto(high)], confidence))
+        if full_rank:
+            rows.append(_row("full_rank_oversmooths", "the full-rank model oversmooths", gt,
+                             f"TTO({high}) - {min_effect} > 0", [tto(high)], confidence, offset=min_effect))
+        gap = float((models[f"NSMD mean ({gt})"] - models[f"TTO mean ({gt})"]).max())
+        rows.append({"id": "nsmd_below_tto", "claim": "NSMD <= TTO", "ground_truth": gt,
+                     "test": "max over rows of NSMD - TTO <= 0 (an identity per position)", "estimate": -gap,
+                     "ci_low": -gap, "ci_high": -gap, "verdict": HOLDS if gap <= 1e-9 else FAILS,
+                     "evidence": f"largest NSMD - TTO {gap:.3g}"})
+    if "TBAT mean" in table_4_1:
+        def tbat(model: str, w: float = 1.0) -> Term:
+            return _term(table_4_1, model, "TBAT ", "", w)
+
+        claim, test = "TBAT falls with k", f"TBAT({low}) - TBAT({high}) > 0"
+        if full_rank:
+            claim, test = claim + " and is 0 at full rank", test + f" and TBAT({high}) = 0"
+        row = _row("tbat_falls_with_k", claim, "-", test, [tbat(low), tbat(high, -1.0)], confidence)
+        full = tbat(high)
+        if full_rank and full.ci_low > 0:
+            row["verdict"] = FAILS
+        elif full_rank and full.mean != 0 and row["verdict"] == HOLDS:
+            row["verdict"] = UNDECIDED
+        rows.append(row)
+    return rows
+
+
+def ground_truth_findings(table_4_1: pd.DataFrame, kinds: Mapping[str, str], confidence: float) -> list[dict]:
+    """A pretrained ground truth shows more oversmoothing of the full-rank model than an in-house one."""
+    ks = bottleneck_rows(table_4_1)
+    high = ks[max(ks)]
+    pretrained = [gt for gt, kind in kinds.items() if kind in ("token", "hf")]
+    in_house = [gt for gt, kind in kinds.items() if kind == "nanogpt"]
+    return [_row("pretrained_shows_more", "a pretrained ground truth shows more than an in-house one",
+                 f"{p} vs {h}", f"TTO({high} | {p}) - TTO({high} | {h}) > 0",
+                 [_term(table_4_1, high, "TTO ", f" ({p})", 1.0, f"{high} | {p}"),
+                  _term(table_4_1, high, "TTO ", f" ({h})", -1.0, f"{high} | {h}")], confidence)
+            for p in pretrained for h in in_house]
+
+
+def svd_findings(table_7_1: pd.DataFrame, ground_truths: Sequence[str], confidence: float) -> list[dict]:
+    """SVD-imposed oversmoothing rises as the rank falls (Table 7.1)."""
+    ranks = {int(m.removeprefix("svd-r")): m for m in table_7_1["model"] if m.startswith("svd-r")}
+    if len(ranks) < 2:
+        return []
+    low, high = ranks[min(ranks)], ranks[max(ranks)]
+    return [_row("svd_rises_as_rank_falls", "SVD-imposed oversmoothing rises as the rank falls", gt,
+                 f"TTO({low}) - TTO({high}) > 0",
+                 [_term(table_7_1, low, "TTO ", f" ({gt})"), _term(table_7_1, high, "TTO ", f" ({gt})", -1.0)],
+                 confidence) for gt in ground_truths]
+
+
+def quality_findings(table_5_3: pd.DataFrame, confidence: float, narrow_k: int = 8) -> list[dict]:
+    """Sample quality collapses at k <= narrow_k: the most likely narrow model's pure samples are less likely than
+    the least likely wide model's, under the judge (bits per byte) and, on a teacher's language, under the truth."""
+    pure = table_5_3[table_5_3["n_samples"] > 0]
+    ks = bottleneck_rows(pure)
+    narrow, wide = [ks[k] for k in ks if k <= narrow_k], [ks[k] for k in ks if k > narrow_k]
+    if not narrow or not wide:
+        return []
+    rows = []
+    judges = [("bits_per_byte_", "the judge"), ("truth_bits_per_byte_", "the truth")]
+    for prefix, who in judges:
+        if f"{prefix}mean" not in pure:
+            continue
+        best_narrow = min(narrow, key=lambda m: _term(pure, m, prefix).mean)
+        worst_wide = max(wide, key=lambda m: _term(pure, m, prefix).mean)
+        rows.append(_row("quality_collapses", f"sample quality collapses at k <= {narrow_k}", who,
+                         f"bits/byte({best_narrow}) - bits/byte({worst_wide}) > 0 (pure sampling)",
+                         [_term(pure, best_narrow, prefix), _term(pure, worst_wide, prefix, weight=-1.0)], confidence))
+    return rows
+
+
+def least_favourable(rows: Sequence[dict], note: str) -> dict:
+    """One claim tested on many pairs, as one row: it holds if every pair holds and fails if any pair fails; the
+    row shown is the pair that decides that (the lowest interval's top if one fails, else the lowest bottom)."""
+    failed = [r for r in rows if r["verdict"] == FAILS]
+    shown = min(failed, key=lambda r: r["ci_high"]) if failed else min(rows, key=lambda r: r["ci_low"])
+    return shown | {"test": f"{shown['test']} ({note}: the least favourable of {len(rows)})"}
+
+
+def _method_term(table: pd.DataFrame, model: str, metric: str, method: str, weight: float = 1.0) -> Term:
+    row = table.loc[(model, metric)]
+    label = METHOD_LABELS[method]
+    return Term(f"{method} | {model}", float(row[f"{label} mean"]), float(row[f"{label} ci_low"]),
+                float(row[f"{label} ci_high"]), weight)
+
+
+def greedy_findings(e_tables: Mapping[str, Sequence[pd.DataFrame]], confidence: float) -> list[dict]:
+    """Greedy has the lowest NSMD and the highest KL (thesis §6.1; KL_eps, since greedy's KL is infinite wherever
+    the ground truth gives two bytes mass) of every decoding method, at every bottleneck: per ground truth, from its
+    appendix-E tables (`e_tables`: ground truth -> the tables of its method groups)."""
+    rows = []
+    for gt, tables in e_tables.items():
+        merged = pd.concat([t.set_index(["model", "metric"]) for t in tables], axis=1)
+        merged = merged.loc[:, ~merged.columns.duplicated()]
+        methods = [m for m, label in METHOD_LABELS.items() if f"{label} mean" in merged]
+        if "greedy" not in methods or len(methods) < 2:
+            continue
+        models = bottleneck_rows(merged.reset_index()).values()
+        for fid, claim, metric, greedy_weight in (("greedy_lowest_nsmd", "greedy has the lowest NSMD", "NSMD", -1.0),
+                                                  ("greedy_highest_kl", "greedy has the highest KL", "KL_eps", 1.0)):
+            pairs = []
+            for model in models:
+                greedy = _method_term(merged, model, metric, "greedy", greedy_weight)
+                for other in (m for m in methods if m != "greedy"):
+                    rival = _method_term(merged, model, metric, other, -greedy_weight)
+                    first, second = (rival, greedy) if greedy_weight < 0 else (greedy, rival)
+                    pairs.append(_row(fid, claim, gt, f"{metric}({first.label}) - {metric}({second.label}) > 0",
+                                      [first, second], confidence))
+            rows.append(least_favourable(pairs, "every bottleneck and method"))
+    return rows
+
+
+def loss_matched_findings(table: pd.DataFrame, confidence: float, method: str = "pure") -> list[dict]:
+    """At matched validation loss a narrower bottleneck has more TBAT (thesis ch. 8's question): at each validation
+    loss two or more bottlenecks pass through (a row of the loss-matched table), the narrowest's TBAT minus the
+    widest's, their intervals interpolated between each run's checkpoints; it holds if it holds at every such loss."""
+    tbat = table[(table["metric"] == "TBAT") & (table["method"] == method) & (table["n_bottlenecks"] >= 2)]
+    models = [c for c in table.columns if c.startswith("bn-") and " " not in c]
+    pairs = []
+    for _, level in tbat.iterrows():
+        reached = sorted((m for m in models if pd.notna(level[m])), key=bottleneck_of)
+        loss = f"at validation loss {level['val_loss']:.3f}"
+        narrow, wide = (Term(f"{m} {loss}", float(level[m]), float(level[f"{m} ci_low"]),
+                             float(level[f"{m} ci_high"]), w) for m, w in ((reached[0], 1.0), (reached[-1], -1.0)))
+        pairs.append(_row("matched_loss_tbat", "at matched loss a narrower bottleneck has more TBAT", "-",
+                          f"TBAT({reached[0]}) - TBAT({reached[-1]}) {loss} > 0", [narrow, wide], confidence))
+    return [least_favourable(pairs, "every matched loss")] if pairs else []
+
+
+def findings_table(rows: Sequence[dict]) -> pd.DataFrame:
+    return pd.DataFrame(list(rows), columns=FINDINGS_COLUMNS)
+
+
+def findings_markdown(table: pd.DataFrame) -> str:
+    """A findings table as markdown: one line per claim and ground truth, its estimate, interval and verdict."""
+    lines = ["| claim | against | test | estimate [interval] | verdict |", "|---|---|---|---|---|"]
+    for row in table.itertuples():
+        lines.append(f"| {row.claim} | {row.ground_truth} | `{row.test}` | {row.estimate:.3g} "
+                     f"[{row.ci_low:.3g}, {row.ci_high:.3g}] | **{row.verdict}** |")
+    return "\n".join(lines) + "\n"
+
+
+def findings_page(table: pd.DataFrame, confidence: float) -> str:
+    """The findings as a page (`results/tables/findings.md`): how many claims hold, fail or are undecided, what the
+    verdicts mean, and the table."""
+    counts = table["verdict"].value_counts()
+    tally = ", ".join(f"{int(counts.get(v, 0))} {v}" for v in (HOLDS, FAILS, UNDECIDED))
+    intro = (f"{len(table)} tests: {tally}. Each is a difference the thesis says is positive, with its "
+             f"{confidence:.0%} interval combined from the tables' bootstrap intervals. **holds**: the interval lies "
+             "above 0; **fails**: below 0; **undecided**: it holds 0. Each test is defined in the project's "
+             "docs/results.md.")
+    return f"# The thesis's findings as tests\n\n{intro}\n\n{findings_markdown(table)}"

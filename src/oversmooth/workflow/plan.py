@@ -1,0 +1,411 @@
+"""A compute plan before submitting: per rule family, the jobs of a config's DAG, GPU-hours on a named GPU,
+CPU-hours and disk.
+
+    python -m oversmooth.workflow.plan --configfile config/thesis.yaml [--gpu a100 --mfu 0.35]     (make plan)
+    python -m oversmooth.workflow.plan --configfile config/config.yaml --benchmarks results/benchmarks
+
+The jobs are Snakemake's own (`snakemake -n -F all` on the config). Each job's cost comes from its config:
+- model passes (training, evaluation, logits, sampling, cached states, heads) as FLOPs: 6 N per trained token plus
+  attention (nanoGPT's estimate), a third of that per token of inference; on a GPU at `mfu` of its bf16 peak (decoding
+  one token at a time at `decode_mfu`), without a GPU at `cpu_flops` per core;
+- a token-level ground truth's byte marginals by the measured seconds per byte position of its beam search;
+- the CPU analyses (metrics, TBAT, quality, ...) by seconds per unit (positions x decoding methods, samples, ...)
+  measured on the project's machine (one core), plus every job's start-up (Python, torch, Snakemake).
+With --benchmarks, each family's estimate sits beside the measured job time of a finished run (Snakemake's
+benchmark files): the ratio says how far to trust the plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from oversmooth.core.catalog import (
+    bottleneck_of,
+    checkpoint_parts,
+    ground_truth,
+    is_token_model,
+    segment_ends,
+    svd_source,
+    token_head_parts,
+    training_settings,
+)
+from oversmooth.workflow.config import load_config
+
+REPO = Path(__file__).resolve().parents[3]
+# bf16 dense peak FLOP/s per GPU (vendor data sheets; SXM parts)
+GPU_PEAK = {"a100": 312e12, "h100": 989e12, "h200": 989e12, "l40s": 362e12, "v100": 125e12}
+BYTES_PER_FLOAT = 4
+SMOLLM2_PARAMETERS, SMOLLM2_WIDTH, SMOLLM2_VOCAB = 134_515_008, 576, 49_152
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Costs on one core of the project's machine (2-core x86, no GPU), fitted on the demo's measured job times
+    (`make demo`'s results/benchmarks; the ratios per family are in docs/cluster.md)."""
+
+    cpu_flops: float = 7.0e10  # what a training step achieves on one core
+    startup_s: float = 2.0  # a job script's imports (within Snakemake's benchmark)
+    marginal_s_per_position: float = 0.018  # gt-smollm2's beam search per byte position, one core
+    marginal_gpu_speedup: float = 20.0  # the same search with the LM on a GPU (batched LM calls): an assumption
+    metrics_s_per_position: float = 4.0e-5  # per decoding method at 256 bytes; x (V / 256)^0.8 for larger V
+    tbat_s_per_position: float = 1.6e-3  # per decoding method at k = 4, byte track; grows ~ k^0.5
+    token_tbat_s_per_position: float = 1.2  # per decoding method at k = 4 over 49,152 tokens; grows ~ k
+    quality_fixed_s: float = 8.0  # MAUVE's k-means and the judge's load per job
+    quality_s_per_byte: float = 3.0e-3  # per byte of sampled text: perplexity under SmolLM2, features, words
+    head_fit_flops: float = 1300.0  # per (step x batch row x vocabulary entry) of fitting a learned head
+    cpu_decode_efficiency: float = 0.3  # sampling one token at a time on a CPU core, against a training step
+    per_job_s: Mapping[str, float] = field(default_factory=lambda: {
+        "prepare_corpus": 2.0e-8,  # per byte of the sources' budgets
+        "prepare_ground_truth_corpus": 2.0e-8,
+        "unargmaxable": 1.0, "time_metrics": 10.0, "effective_rank": 1.5, "ngram_rank": 1.5, "anisotropy": 1.5,
+        "svd_model": 3.0, "checkpoint_model": 1.0, "select_prompts": 3.0, "token_prompts": 5.0,
+        "convert_smollm2": 40.0,
+    })
+
+
+@dataclass
+class JobCost:
+    rule: str
+    gpu_h: float = 0.0
+    cpu_h: float = 0.0
+    disk_gb: float = 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The jobs of the DAG
+
+
+@dataclass
+class Job:
+    """One job of the DAG: its rule, wildcards and benchmark file (None for a rule without one)."""
+
+    rule: str
+    wildcards: dict[str, str] = field(default_factory=dict)
+    benchmark: str | None = None
+
+
+def dag_jobs(configfiles: Sequence[str | Path], snakemake: str = "snakemake") -> list[Job]:
+    """Every job `all` needs under these config files, whatever exists already."""
+    command = [snakemake, "-s", str(REPO / "Snakefile"), "-n", "-F", "all", "--cores", "1"]
+    if configfiles:  # absolute: snakemake runs in the repository, the user may not
+        command += ["--configfile", *(str(Path(f).resolve()) for f in configfiles)]
+    out = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"snakemake -n failed on {configfiles}:\n{out.stderr[-3000:]}")
+    return parse_dry_run(out.stdout + out.stderr)
+
+
+def parse_dry_run(text: str) -> list[Job]:
+    """Every job a `snakemake -n` listing shows, with its wildcards and benchmark file."""
+    jobs: list[Job] = []
+    for line in text.splitlines():
+        line = line.strip()
+        match = re.fullmatch(r"(?:local)?rule (\w+):", line)
+        if match:
+            jobs.append(Job(match.group(1)))
+        elif jobs and line.startswith("wildcards:"):
+            pairs = line.removeprefix("wildcards:").strip().split(", ")
+            jobs[-1].wildcards.update(pair.split("=", 1) for pair in pairs if "=" in pair)
+        elif jobs and line.startswith("benchmark:"):
+            jobs[-1].benchmark = line.removeprefix("benchmark:").strip()
+    return [job for job in jobs if job.rule != "all"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Model passes
+
+
+def gpt_parameters(model: Mapping) -> int:
+    """Parameters of one of our GPTs (counted on the meta device: no memory)."""
+    import torch
+
+    from oversmooth.models.model import GPT, GPTConfig
+
+    with torch.device("meta"):
+        return GPT(GPTConfig(**model)).num_parameters()
+
+
+def training_flops_per_token(model: Mapping) -> float:
+    """nanoGPT's estimate: 6 N + 12 L d T per token of a training step (forward and backward)."""
+    return 6 * gpt_parameters(model) + 12 * model["n_layer"] * model["n_embd"] * model["block_size"]
+
+
+def base_model(config: Mapping, name: str) -> str:
+    """The trained model whose weights a model's passes run: a checkpoint's run, an SVD-imposed head's source."""
+    name = checkpoint_parts(name)[0]
+    return svd_source(config) if name.startswith("svd-r") else name
+
+
+def model_shape(config: Mapping, name: str) -> dict:
+    return training_settings(config, base_model(config, name))["model"]
+
+
+def is_token_ground_truth(config: Mapping, name: str) -> bool:
+    return name.startswith("gt-") and ground_truth(config, name)["kind"] == "token"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One job's cost
+
+
+class Planner:
+    """Costs of the jobs of one config on one kind of GPU."""
+
+    def __init__(self, config: Mapping, gpu: str, mfu: float, decode_mfu: float, costs: Costs = Costs()):
+        if gpu not in GPU_PEAK:
+            raise KeyError(f"unknown GPU {gpu!r}; one of {sorted(GPU_PEAK)}")
+        self.config, self.costs = config, costs
+        self.gpu_flops = GPU_PEAK[gpu] * mfu
+        self.decode_flops = GPU_PEAK[gpu] * decode_mfu
+        resources = config["resources"]
+        self.gpus = {"train": resources["train_gpus"], "inference": resources["inference_gpus"]}
+
+    def job(self, rule: str, wildcards: Mapping[str, str]) -> JobCost:
+        cost = JobCost(rule, cpu_h=self.costs.startup_s / 3600)
+        handler = getattr(self, f"_{rule}", None)
+        if handler is not None:
+            handler(cost, wildcards)
+        elif rule in self.costs.per_job_s:
+            units = self._source_bytes(wildcards.get("model")) if rule.startswith("prepare_") else 1
+            cost.cpu_h += self.costs.per_job_s[rule] * units / 3600
+        return cost
+
+    # model passes: on a GPU when the job kind has one, else on the job's CPU cores at cpu_flops
+    def _flops(self, cost: JobCost, flops: float, kind: str, decode: bool = False) -> None:
+        if self.gpus[kind]:
+            cost.gpu_h += flops / (self.decode_flops if decode else self.gpu_flops) / 3600
+        else:
+            cost.cpu_h += flops / (self.costs.cpu_flops * (self.costs.cpu_decode_efficiency if decode else 1)) / 3600
+
+    def _marginal(self, cost: JobCost, positions: float, kind: str) -> None:
+        seconds = positions * self.costs.marginal_s_per_position
+        if self.gpus[kind]:
+            cost.gpu_h += seconds / self.costs.marginal_gpu_speedup / 3600
+        else:
+            cost.cpu_h += seconds / 3600
+
+    def _training(self, cost: JobCost, model: str, iterations: int) -> None:
+        settings = training_settings(self.config, model)
+        shape, train = settings["model"], settings["train"]
+        tokens = train["batch_size"] * train["grad_accum"] * shape["block_size"]
+        evaluations = iterations / train["eval_interval"] * train["eval_iters"] * 2 * train["batch_size"] * shape["block_size"]
+        per_token = training_flops_per_token(shape)
+        self._flops(cost, per_token * (tokens * iterations + evaluations / 3), "train")
+
+    def _train_segment(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        train = training_settings(self.config, wildcards["model"])["train"]
+        ends = segment_ends(train)
+        end = int(wildcards["iteration"])
+        start = max([e for e in ends if e < end], default=0)
+        self._training(cost, wildcards["model"], end - start)
+
+    def _train_model(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        model = wildcards["model"]
+        settings = training_settings(self.config, model)
+        train = settings["train"]
+        start = max(segment_ends(train), default=0)
+        self._training(cost, model, train["max_iters"] - start)
+        weights = gpt_parameters(settings["model"]) * BYTES_PER_FLOAT
+        kept = (train["max_iters"] // (train["eval_interval"] * train["keep_weights_every"]) + 1
+                if train["keep_weights_every"] else 0)
+        cost.disk_gb += weights * (2 + kept) / 1e9
+
+    def _inference_tokens(self, cost: JobCost, model: str, tokens: float, decode: bool = False) -> None:
+        if is_token_ground_truth(self.config, model):
+            self._marginal(cost, tokens, "inference")
+        else:
+            self._flops(cost, training_flops_per_token(model_shape(self.config, model)) / 3 * tokens, "inference", decode)
+
+    def _evaluate_model(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        evaluation = self.config["evaluation"]
+        self._inference_tokens(cost, wildcards["model"], evaluation["windows"] * evaluation["block"])
+
+    def _extract_logits(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        model, evaluation = wildcards["model"], self.config["eval"]
+        positions = evaluation["n_prompts"] * evaluation["window"]
+        read = positions if is_token_ground_truth(self.config, model) else evaluation["n_prompts"] * (
+            evaluation["context_bytes"] + evaluation["window"])
+        self._inference_tokens(cost, model, read)
+        cost.disk_gb += positions * 256 * BYTES_PER_FLOAT / 1e9
+
+    def _sample(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        model = wildcards["model"]
+        if is_token_model(model):
+            sampling = self.config["tokens"]["sampling"]
+            tokens = sampling["n_prompts"] * sampling["continuation_tokens"] * len(self._token_methods())
+            self._flops(cost, 2 * SMOLLM2_PARAMETERS * tokens, "inference", decode=True)
+            return
+        sampling = self.config["sampling"]
+        prompts = sampling["n_prompts"] or self.config["eval"]["n_prompts"]
+        methods = self.config["svd"]["decoding"] if model.startswith("svd-r") else self.config["decoding"]["methods"]
+        self._inference_tokens(cost, model, prompts * sampling["continuation_bytes"] * len(methods), decode=True)
+
+    def _teacher_corpus(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        """A teacher's documents, one byte at a time with its cache (as sampling)."""
+        for source in self.config["data"]["sources"]:
+            if source["kind"] == "teacher" and f"gt-{source['teacher']}" == wildcards["model"]:
+                self._inference_tokens(cost, wildcards["model"], source["documents"] * source["document_bytes"], decode=True)
+
+    def _token_methods(self) -> list[str]:
+        return self.config["tokens"]["sampling"].get("methods") or self.config["decoding"]["methods"]
+
+    def _token_states(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        """The source LM's forward pass over the fitting text (`train`) or the prompts' tokens (`eval`)."""
+        split = next(iter(wildcards.values()), "train")
+        tokens = self.config["tokens"]["fit_tokens"] if split == "train" else self._positions("tok-full")
+        self._flops(cost, 2 * SMOLLM2_PARAMETERS * tokens, "inference")
+        cost.disk_gb += tokens * SMOLLM2_WIDTH * 2 / 1e9
+
+    def _token_head(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        """A learned head: steps x batch x vocabulary (its logits and softmax dominate, whatever k); an SVD head: an
+        SVD of the full head, seconds."""
+        tokens = self.config["tokens"]
+        if token_head_parts(wildcards["model"])[0] == "svd":
+            cost.cpu_h += self.costs.per_job_s["svd_model"] / 3600
+            return
+        work = self.costs.head_fit_flops * tokens["fit_iters"] * tokens["fit_batch_size"] * SMOLLM2_VOCAB
+        self._flops(cost, work, "train")
+
+    def _rank_constrained_head(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        rank = self.config["rank"]
+        shape = model_shape(self.config, svd_source(self.config))
+        tokens = rank["head_iters"] * rank["head_batch_size"] * shape["block_size"]
+        self._flops(cost, training_flops_per_token(shape) / 3 * tokens, "train")
+
+    def _positions(self, model: str) -> int:
+        """Evaluation positions of a model: bytes of the prompts' windows, or about their tokens (4 bytes each)."""
+        positions = self.config["eval"]["n_prompts"] * self.config["eval"]["window"]
+        return positions // 4 if is_token_model(model) else positions
+
+    def _oversmoothing_metrics(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        model = wildcards["model"]
+        vocab = SMOLLM2_VOCAB if is_token_model(model) else 256
+        methods = len(self.config["decoding"]["methods"])
+        seconds = self._positions(model) * methods * self.costs.metrics_s_per_position * (vocab / 256) ** 0.8
+        cost.cpu_h += seconds / 3600
+        cost.disk_gb += self._positions(model) * methods * 12 * 8 / 1e9
+
+    def _unargmaxable(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        """Byte heads: a second; a token head: ~20 s at k = 4, one LP per undecided token, growing ~ k."""
+        model = wildcards["model"]
+        seconds = 20.0 * bottleneck_of(model) / 4 if is_token_model(model) else self.costs.per_job_s["unargmaxable"]
+        cost.cpu_h += seconds / 3600
+
+    def _tbat(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        model = wildcards["model"]
+        methods = len(self.config["decoding"]["methods"])
+        k = bottleneck_of(model) if not model.startswith("gt-") else 256
+        if is_token_model(model):
+            seconds = self.config["tokens"]["tbat_positions"] * methods * self.costs.token_tbat_s_per_position * k / 4
+        else:
+            seconds = self.config["tbat"]["positions"] * methods * self.costs.tbat_s_per_position * math.sqrt(k / 4)
+        cost.cpu_h += seconds / 3600
+
+    def _quality(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        model, sampling, tokens = wildcards["model"], self.config["sampling"], self.config["tokens"]["sampling"]
+        byte_prompts = sampling["n_prompts"] or self.config["eval"]["n_prompts"]
+        if model == "human":
+            text = byte_prompts * sampling["continuation_bytes"]
+        elif is_token_model(model):  # tok-human and the heads: about 4 bytes a token
+            methods = 1 if model == "tok-human" else len(self._token_methods())
+            text = tokens["n_prompts"] * methods * tokens["continuation_tokens"] * 4
+        else:
+            methods = self.config["svd"]["decoding"] if model.startswith("svd-r") else self.config["decoding"]["methods"]
+            text = byte_prompts * len(methods) * sampling["continuation_bytes"]
+        cost.cpu_h += (self.costs.quality_fixed_s + text * self.costs.quality_s_per_byte) / 3600
+
+    def _source_bytes(self, model: str | None = None) -> float:
+        """Bytes the config's corpus (or `model`'s own) reads: the sources' budgets, a teacher's documents."""
+        sources = ground_truth(self.config, model)["corpus"] if model else self.config["data"]["sources"]
+        return sum(source["documents"] * source["document_bytes"] if source["kind"] == "teacher"
+                   else source.get("max_bytes") or 0 for source in sources) or 1e7
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Families and the report
+
+# A job's family is its benchmark folder (results/benchmarks/<family>/), so that estimates and measurements meet;
+# jobs without a benchmark (small CPU jobs, tables and figures) are grouped here.
+UNBENCHMARKED = {"checkpoint_model": "train", "svd_model": "rank", "convert_smollm2": "data",
+                 "select_prompts": "data", "token_prompts": "data"}
+
+
+def family_of(job: Job) -> str:
+    if job.benchmark:
+        return Path(job.benchmark).parent.name
+    return UNBENCHMARKED.get(job.rule, "tables, figures")
+
+
+def plan_table(jobs: Sequence[Job], planner: Planner) -> pd.DataFrame:
+    """Per family: jobs, GPU-hours, CPU-hours (start-up included), disk (GB), and the hours of the benchmarked jobs
+    alone (what a finished run measures)."""
+    totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0.0])
+    for job in jobs:
+        cost = planner.job(job.rule, job.wildcards)
+        row = totals[family_of(job)]
+        row[0] += 1
+        row[1] += cost.gpu_h
+        row[2] += cost.cpu_h
+        row[3] += cost.disk_gb
+        row[4] += (cost.gpu_h + cost.cpu_h) if job.benchmark else 0.0
+    table = pd.DataFrame([[family, *values] for family, values in totals.items()],
+                         columns=["family", "jobs", "gpu_h", "cpu_h", "disk_gb", "benchmarked_h"])
+    table["jobs"] = table["jobs"].astype(int)
+    return table.sort_values("family", ignore_index=True)
+
+
+def measured_hours(benchmarks: str | Path) -> pd.Series:
+    """Wall hours of the benchmarked jobs of a finished run per family (its benchmark folder; the last attempt)."""
+    rows = []
+    for path in Path(benchmarks).rglob("*.tsv"):
+        table = pd.read_csv(path, sep="\t")
+        rows.append((path.relative_to(benchmarks).parts[0], float(table["s"].iloc[-1]) / 3600))
+    return pd.DataFrame(rows, columns=["family", "hours"]).groupby("family")["hours"].sum()
+
+
+def resume_state_gb(config: Mapping, models: Sequence[str]) -> float:
+    """The largest resume state among trained models (weights, AdamW's two moments, best weights: 4 floats each)."""
+    sizes = [gpt_parameters(training_settings(config, m)["model"]) * 4 * BYTES_PER_FLOAT for m in models]
+    return max(sizes, default=0) / 1e9
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configfile", nargs="*", default=[], help="config files over config/config.yaml")
+    parser.add_argument("--gpu", default="a100", choices=sorted(GPU_PEAK))
+    parser.add_argument("--mfu", type=float, default=0.35, help="training and inference: share of the GPU's bf16 peak")
+    parser.add_argument("--decode-mfu", type=float, default=0.01, help="sampling one token at a time")
+    parser.add_argument("--benchmarks", help="a finished run's results/benchmarks: measured hours per family beside")
+    args = parser.parse_args(argv)
+    config = load_config(REPO / "config" / "config.yaml", *args.configfile)
+    jobs = dag_jobs(args.configfile, snakemake=str(Path(sys.executable).with_name("snakemake")))
+    table = plan_table(jobs, Planner(config, args.gpu, args.mfu, args.decode_mfu))
+    total = table.drop(columns="family").sum()
+    table.loc[len(table)] = ["total", int(total["jobs"]), *total.drop("jobs")]
+    if args.benchmarks:
+        measured = measured_hours(args.benchmarks)
+        measured["total"] = measured.sum()
+        table["measured_h"] = table["family"].map(measured)
+        table["estimate / measured"] = table["benchmarked_h"] / table["measured_h"]
+    else:
+        table = table.drop(columns="benchmarked_h")
+    trained = sorted({job.wildcards["model"] for job in jobs if job.rule == "train_model"})
+    print(f"plan for {' '.join(map(str, args.configfile)) or 'config/config.yaml'}: {len(jobs)} jobs; GPU-hours on "
+          f"{args.gpu} at {args.mfu:.0%} of its bf16 peak (decoding {args.decode_mfu:.0%}); CPU-hours on one core "
+          f"of the project's machine; largest resume state {resume_state_gb(config, trained):.2f} GB")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
