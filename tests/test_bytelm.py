@@ -1,12 +1,14 @@
 """The `hf` ground-truth path with a real byte-level model saved and loaded by transformers (no mocks)."""
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from oversmooth.models.bytelm import GPTByteLM, load_hf_byte_lm
-from oversmooth.models.evaluate import heldout_metrics
+from oversmooth.models.evaluate import document_starts, heldout_metrics, heldout_pool
 from oversmooth.models.model import GPT, GPTConfig
 
 OFFSET, BOS, N_TOKENS = 3, 1, 3 + 256 + 5  # EvaByte-like: specials, then the 256 bytes, then more specials
@@ -59,3 +61,25 @@ def test_heldout_metrics_hand_checked_on_a_gpt():
     assert 0 <= result["accuracy_pct"] <= 100
     with pytest.raises(ValueError, match=r"evaluation.block \(32\) exceeds bn-2's block size \(16\)"):
         heldout_metrics(lm, data, windows=1, block=32, batch_size=1, seed=0)
+
+
+def test_heldout_windows_from_document_starts_read_each_document_from_its_first_byte(tmp_path):
+    docs = [b"\nab", b"\nabcdefgh", b"\nxyz", b"\n0123456789"]
+    pool = tmp_path / "eval_docs.parquet"
+    pq.write_table(pa.table({"doc_id": [f"d:{i}" for i in range(4)], "text": docs}), pool)
+    data, documents = heldout_pool(pool, 10**6)
+    assert data.tobytes() == b"".join(d + b"\n\n" for d in docs)
+    assert documents.tolist() == [[0, 3], [5, 9], [16, 4], [22, 11]]
+    assert document_starts(documents, block=8).tolist() == [5, 22]  # at least 9 bytes
+    assert heldout_pool(pool, 19)[1].tolist() == [[0, 3], [5, 9], [16, 3]]  # the last one cut with the pool
+    # a model that reads a document's first byte predicts it from its start: every window begins with "\n"
+    seen = []
+    lm = GPTByteLM("bn-2", GPT(GPTConfig(block_size=16, n_layer=1, n_head=1, n_embd=8, bottleneck=2)).eval())
+    original = lm.next_byte_logprobs
+    lm.next_byte_logprobs = lambda x: (seen.append(x.clone()), original(x))[1]
+    result = heldout_metrics(lm, data, windows=2, block=8, batch_size=1, seed=0, starts=document_starts(documents, 8))
+    assert result["bytes"] == 2 * 8
+    assert sorted(bytes(w[0].tolist()) for w in seen) == [b"\n0123456", b"\nabcdefg"]
+    with pytest.raises(ValueError, match=r"evaluation.windows \(3\) exceeds the 2 held-out documents of at least "
+                                         r"evaluation.block \+ 1 = 9 bytes"):
+        heldout_metrics(lm, data, windows=3, block=8, batch_size=1, seed=0, starts=document_starts(documents, 8))

@@ -218,6 +218,9 @@ def _teacher_config(repo):
      r"eval.context_bytes: 32 is shorter than data.sources\[0\].document_bytes 64"),
     (lambda c: c["ground_truths"][0]["corpus"].append({"kind": "teacher", "teacher": "teacher", "documents": 1}),
      r"ground_truths\[teacher\].corpus: a teacher learns from text, not from a teacher"),
+    # Table 3.1 from each document's start: a window of block + 1 bytes must fit in a document
+    (lambda c: c["evaluation"].update(block=64),
+     r"evaluation.block: 64 leaves no window in data.sources\[0\]'s documents of 64 bytes"),
 ])
 def test_a_teacher_whose_conditionals_would_not_be_the_truth_is_named(repo, edit, message):
     config = _teacher_config(repo)

@@ -237,6 +237,11 @@ def _check_teacher_sources(config: Mapping) -> None:
         if context < source["document_bytes"]:
             problems.append(f"  eval.context_bytes: {context} is shorter than {where}.document_bytes "
                             f"{source['document_bytes']}: the truth needs the whole document before a position")
+        evaluation = config.get("evaluation", {})
+        if evaluation.get("from_document_start") and evaluation.get("block", 0) >= source["document_bytes"]:
+            problems.append(f"  evaluation.block: {evaluation['block']} leaves no window in {where}'s documents of "
+                            f"{source['document_bytes']} bytes (evaluation.from_document_start: a window is block "
+                            "+ 1 bytes from a document's first byte)")
     if problems:
         raise ConfigError("invalid config:\n" + "\n".join(problems))
 
