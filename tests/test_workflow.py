@@ -48,7 +48,8 @@ def test_dry_run_lists_every_rule(smoke_run):
         "extract_logits", "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "figure_4_3",
         "tbat", "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "convert_smollm2", "quality",
         "quality_table", "sample_table", "figure_5_1", "svd_model", "effective_rank", "table_7_3", "ngram_rank",
-        "anisotropy", "table_godey_anisotropy", "rank_constrained_head", "checkpoint_model", "loss_matched",
+        "anisotropy", "table_godey_anisotropy", "figure_godey_anisotropy", "rank_constrained_head",
+        "figure_godey_rank_loss", "checkpoint_model", "loss_matched", "figure_loss_matched",
         "token_states", "token_head", "figure_token_heads", "token_prompts", "figure_token_quality", "findings",
         "all",
     }
@@ -93,8 +94,9 @@ def test_changing_one_bottleneck_reruns_only_that_model_and_its_descendants(smok
         "train_model", "evaluate_model", "table_3_1", "training_figure", "extract_logits", "oversmoothing_metrics",
         "metrics_table", "position_figure", "figure_4_2", "figure_4_3", "tbat", "unargmaxable", "table_b",
         "time_metrics", "table_i_1", "sample", "quality", "quality_table", "sample_table", "figure_5_1",
-        "effective_rank", "table_7_3", "anisotropy", "table_godey_anisotropy", "rank_constrained_head",
-        "checkpoint_model", "loss_matched", "findings", "all",
+        "effective_rank", "table_7_3", "anisotropy", "table_godey_anisotropy", "figure_godey_anisotropy",
+        "rank_constrained_head", "figure_godey_rank_loss", "checkpoint_model", "loss_matched", "figure_loss_matched",
+        "findings", "all",
     }  # no svd_model: the SVD heads come from bn-64, the widest bottleneck; no ngram_rank: the data is unchanged
     assert "wildcards: model=bn-4" in output
     assert "model=bn-64" not in output and "model=gt-nanogpt" not in output
@@ -114,7 +116,8 @@ def test_changing_a_prompt_setting_reruns_the_prompts_and_their_readers_not_trai
         "select_prompts", "extract_logits", "oversmoothing_metrics", "metrics_table",
         "position_figure", "figure_4_2", "figure_4_3", "tbat", "time_metrics", "table_i_1",
         "sample", "quality", "quality_table", "sample_table", "figure_5_1", "effective_rank", "table_7_3",
-        "anisotropy", "table_godey_anisotropy", "loss_matched", "token_states", "figure_token_heads", "findings",
+        "anisotropy", "table_godey_anisotropy", "figure_godey_anisotropy", "loss_matched", "figure_loss_matched",
+        "token_states", "figure_token_heads", "findings",
         "all",
     }
 
@@ -174,7 +177,7 @@ def test_changing_a_metric_setting_reruns_metrics_and_tables_only(smoke_run, tmp
     output = dry_run_with_override(smoke_run, tmp_path, "metrics:\n  tau: 0.8\n")
     assert planned_rules(output) == {
         "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "time_metrics", "table_i_1",
-        "loss_matched", "figure_token_heads", "findings", "all",
+        "loss_matched", "figure_loss_matched", "figure_token_heads", "findings", "all",
     }
 
 
@@ -184,7 +187,7 @@ def test_a_setting_given_with_config_on_the_command_line_reruns_like_an_override
     result = snakemake(workdir, "-n", "all", "--config", 'metrics={"tau": 0.8}')
     assert planned_rules(result.stdout + result.stderr) == {
         "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "time_metrics", "table_i_1",
-        "loss_matched", "figure_token_heads", "findings", "all",
+        "loss_matched", "figure_loss_matched", "figure_token_heads", "findings", "all",
     }
 
 
@@ -216,7 +219,8 @@ def repository_copy(tmp_path):
 
 
 FIGURE_RULES = {"figure_4_2", "figure_4_3", "figure_5_1", "figure_token_heads", "figure_token_quality",
-                "position_figure", "training_figure", "figure_godey_anisotropy", "figure_loss_matched"}
+                "position_figure", "training_figure", "figure_godey_anisotropy", "figure_godey_rank_loss",
+                "figure_loss_matched"}
 
 
 @pytest.mark.workflow
@@ -241,7 +245,7 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
     # the TBAT solver: TBAT, Table I.1's timings of it, and the tables that show TBAT (4.1, E.7, E.8, the
     # loss-matched table) and the findings read from Table 4.1; no metrics, quality or model
     ("analysis.tbat", "class BATSolver",
-     {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "findings"}),
+     {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "figure_loss_matched", "findings"}),
 ])
 def test_editing_library_code_reruns_the_rules_that_run_it_naming_the_module(smoke_run, tmp_path, module, before,
                                                                               planned):
@@ -443,8 +447,8 @@ def test_tbat_of_a_trained_model_equals_the_definition_at_real_positions(smoke_r
 @pytest.mark.workflow
 def test_changing_a_tbat_setting_reruns_tbat_and_its_tables_only(smoke_run, tmp_path):
     output = dry_run_with_override(smoke_run, tmp_path, "tbat:\n  threshold: 0.3\n")
-    assert planned_rules(output) == {"tbat", "metrics_table", "time_metrics", "table_i_1", "loss_matched", "findings",
-                                     "all"}
+    assert planned_rules(output) == {"tbat", "metrics_table", "time_metrics", "table_i_1", "loss_matched",
+                                     "figure_loss_matched", "findings", "all"}
     assert "table=table_4_2" not in output and "table=table_e_7" in output
 
 
@@ -537,7 +541,7 @@ def test_adding_an_svd_rank_builds_that_model_only_and_a_rank_setting_reruns_tab
     output = dry_run_with_override(smoke_run, tmp_path, "svd:\n  ranks: [4, 8, 16]\n")
     assert planned_rules(output) == {
         "svd_model", "extract_logits", "sample", "oversmoothing_metrics", "position_figure", "quality",
-        "metrics_table", "quality_table", "rank_constrained_head", "findings", "all",
+        "metrics_table", "quality_table", "rank_constrained_head", "figure_godey_rank_loss", "findings", "all",
     }
     assert "wildcards: rank=8" in output and "rank=4" not in output and "train_model" not in output
     output = dry_run_with_override(smoke_run, tmp_path, "rank:\n  threshold: 0.05\n")
@@ -677,11 +681,13 @@ def test_removing_checkpoints_retrains_nothing_and_adding_one_builds_only_its_jo
     _, workdir, _ = smoke_run
     unchanged = planned_rules(snakemake(workdir, "-n", "all").stdout)
     output = dry_run_with_override(smoke_run, tmp_path, "checkpoints:\n  iterations: []\n")
-    assert planned_rules(output) - unchanged <= {"all"}
+    assert planned_rules(output) - unchanged <= {"all", "findings"}  # the findings drop the loss-matched test
     output = dry_run_with_override(smoke_run, tmp_path, "checkpoints:\n  iterations: [0, 10, 20]\n")
-    assert planned_rules(output) - unchanged - {"all"} == {
-        "checkpoint_model", "extract_logits", "oversmoothing_metrics", "tbat", "loss_matched",
+    planned = planned_rules(output)
+    assert planned - unchanged - {"all", "findings"} == {
+        "checkpoint_model", "extract_logits", "oversmoothing_metrics", "tbat", "loss_matched", "figure_loss_matched",
     }
+    assert "findings" in planned  # it reads the loss-matched table
     assert "wildcards: model=bn-4@20" in output and "train_model" not in output
     assert "wildcards: model=bn-4@10\n" not in output and "wildcards: model=bn-4@10," not in output
 
