@@ -12,7 +12,7 @@ from oversmooth.core.io import ParquetInput
 from oversmooth.core.logs import get_logger
 from oversmooth.data.prompts import SpellableText
 from oversmooth.models.bytelm import ByteLM
-from oversmooth.models.model import sample_windows
+from oversmooth.models.model import sample_windows, windows_at
 
 log = get_logger("evaluate")
 
@@ -51,12 +51,6 @@ def document_starts(documents: np.ndarray, block: int) -> np.ndarray:
     """The start of every document (`heldout_pool`'s rows) at least `block + 1` bytes long: a window of `block`
     inputs and their next bytes from its first byte lies inside it."""
     return documents[documents[:, 1] > block, 0]
-
-
-def windows_at(data: np.ndarray, starts: np.ndarray, block: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The windows of `block + 1` bytes of `data` at `starts`, as (inputs, next-byte targets) int64 tensors."""
-    windows = torch.from_numpy(np.stack([np.asarray(data[s:s + block + 1], dtype=np.int64) for s in starts]))
-    return windows[:, :-1], windows[:, 1:]
 
 
 @torch.no_grad()

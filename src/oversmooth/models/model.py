@@ -278,7 +278,10 @@ def sample_windows(data: np.ndarray, rng: np.random.Generator, n: int, block_siz
     """`n` random windows of `block_size + 1` bytes, as (inputs, next-byte targets) int64 tensors."""
     if len(data) <= block_size + 1:
         raise ValueError(f"a shard of {len(data)} bytes is too short for block_size {block_size}")
-    starts = rng.integers(0, len(data) - block_size - 1, size=n)
-    windows = np.stack([np.asarray(data[s : s + block_size + 1], dtype=np.int64) for s in starts])
-    tensor = torch.from_numpy(windows)
-    return tensor[:, :-1], tensor[:, 1:]
+    return windows_at(data, rng.integers(0, len(data) - block_size - 1, size=n), block_size)
+
+
+def windows_at(data: np.ndarray, starts: np.ndarray, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The windows of `block_size + 1` bytes of `data` at `starts`, as (inputs, next-byte targets) int64 tensors."""
+    windows = torch.from_numpy(np.stack([np.asarray(data[s : s + block_size + 1], dtype=np.int64) for s in starts]))
+    return windows[:, :-1], windows[:, 1:]
