@@ -59,3 +59,32 @@ def test_a_stop_request_without_a_signal_is_named(tmp_path):
         raise JobStopped(None, "test hook")
     assert stop.value.code == 143
     assert "job stopped by stop request (exit 143): test hook" in log.read_text()
+
+
+# A workflow script's job: an output, a line on stdout left in its buffer, and a shutdown hook that marks the end.
+WORKFLOW_JOB = """
+import atexit, pathlib, sys
+from oversmooth.core.io import atomic_path
+from oversmooth.core.logs import workflow_job
+atexit.register(lambda: pathlib.Path(sys.argv[2] + ".shutdown").write_text("ran"))
+with workflow_job(sys.argv[1]):
+    with atomic_path(sys.argv[2]) as tmp:
+        tmp.write_text("done")
+    sys.stdout.write("buffered")
+    if sys.argv[3] == "fail":
+        1 / 0
+"""
+
+
+@pytest.mark.parametrize("outcome", ["succeed", "fail"])
+def test_a_workflow_job_ends_its_process_on_success_and_shuts_down_as_usual_on_failure(tmp_path, outcome):
+    out, log = tmp_path / "out.txt", tmp_path / "job.log"
+    result = subprocess.run([sys.executable, "-c", WORKFLOW_JOB, str(log), str(out), outcome], check=False,
+                            capture_output=True, text=True, timeout=60)
+    text = log.read_text()
+    assert out.read_text() == "done" and result.stdout == "buffered" and "job ended:" in text
+    if outcome == "succeed":  # exit status 0, and Python's shutdown (its atexit hooks among it) skipped
+        assert result.returncode == 0 and not (tmp_path / "out.txt.shutdown").exists()
+    else:
+        assert result.returncode == 1 and (tmp_path / "out.txt.shutdown").read_text() == "ran"
+        assert "ERROR oversmooth: job failed" in text and "ZeroDivisionError" in result.stderr

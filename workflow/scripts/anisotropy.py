@@ -4,10 +4,10 @@ import pandas as pd
 
 from oversmooth.analysis.rank import layer_anisotropy
 from oversmooth.core.io import read_parquet, write_csv
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     rows = layer_anisotropy(smk.input.checkpoint, read_parquet(smk.input.prompts), smk.params.positions, smk.params.seed)
     write_csv(pd.DataFrame(rows), smk.output[0])

@@ -2,11 +2,11 @@
 
 from pathlib import Path
 
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.models.train import export_checkpoint
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     train_dir = Path(smk.input.trained).parent
     export_checkpoint(train_dir, int(smk.wildcards.iteration), smk.output[0], f"{smk.wildcards.model}@{smk.wildcards.iteration}")

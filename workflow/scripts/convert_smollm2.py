@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.models.causallm import convert_smollm2
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     convert_smollm2(Path(smk.output[0]).parent)

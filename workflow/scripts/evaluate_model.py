@@ -1,13 +1,13 @@
 """Snakemake adapter: held-out loss and accuracy of one model (rule evaluate_model)."""
 
 from oversmooth.core.io import write_json
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.models.evaluate import document_starts, heldout_metrics, heldout_pool
 from oversmooth.workflow.rules import rule_byte_lm
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     lm = rule_byte_lm(smk)
     settings = smk.params.evaluation
     data, documents = heldout_pool(smk.input.eval_docs, settings["pool_bytes"],

@@ -1,13 +1,13 @@
 """Snakemake adapter: next-byte log-probabilities and hidden states of one model (rule extract_logits)."""
 
 from oversmooth.core.io import read_parquet
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.extraction.logits import extract_logits
 from oversmooth.workflow.rules import rule_byte_lm
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     lm = rule_byte_lm(smk)
     settings = smk.params.settings
     extract_logits(

@@ -3,12 +3,12 @@
 
 import pandas as pd
 
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.core.plotting import save_figure
 from oversmooth.reporting.figures import anisotropy_figure
 from oversmooth.reporting.seeds import without_seed_rows
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     save_figure(anisotropy_figure(without_seed_rows(pd.read_csv(smk.input[0]))), smk.output.png, smk.output.pdf)

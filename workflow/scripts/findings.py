@@ -3,7 +3,7 @@
 import pandas as pd
 
 from oversmooth.core.io import atomic_path, write_csv
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.reporting.findings import (
     findings_page,
     findings_table,
@@ -17,7 +17,7 @@ from oversmooth.reporting.findings import (
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     settings, confidence, truth = smk.params.findings, smk.params.confidence, smk.params.truth
     kinds = dict(smk.params.ground_truths)
     tables = {name: pd.read_csv(path) for name, path in smk.input.items()}

@@ -1,13 +1,13 @@
 """Snakemake adapter: one oversmoothing table (4.1, 4.2, 6.1, 7.1, 7.2, E.n, F.1, and the token track's
 `<table>_tokens`) from the per-pair and TBAT summaries."""
 
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.reporting import metrics_report as mr
 from oversmooth.reporting.seeds import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     name, models, methods = smk.wildcards.table, smk.params.models, smk.params.methods
     name = name.removesuffix(smk.params.token_suffix)  # the token track's tables are the byte track's, other rows
     summary = mr.load_summaries(dict(zip(map(tuple, smk.params.pairs), smk.input.summaries))) if "summaries" in smk.input.keys() else None

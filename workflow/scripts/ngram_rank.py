@@ -8,11 +8,11 @@ import pandas as pd
 
 from oversmooth.analysis.rank import ngram_rank_rows
 from oversmooth.core.io import write_csv
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     settings = smk.params.rank
     data = np.memmap(smk.input.train, dtype=np.uint8, mode="r")
     rows = ngram_rank_rows(data, settings["ngram_n"], settings["ngram_contexts"], settings["ngram_alpha"],

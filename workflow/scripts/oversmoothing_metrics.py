@@ -9,12 +9,12 @@ from oversmooth.analysis.tokenheads import load_head, output_weight, read_states
 from oversmooth.analysis.tokenmetrics import head_logprob_chunks
 from oversmooth.core.allocator import keep_freed_memory
 from oversmooth.core.io import write_csv
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.workflow.tokensource import rule_token_source
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     keep_freed_memory()  # allocates and frees large arrays at every step (oversmooth.core.allocator)
     torch.set_num_threads(smk.threads)
     settings = smk.params.metrics

@@ -1,13 +1,13 @@
 """Snakemake adapter: Figure 4.1 (every model) or 7.1 (the SVD-imposed heads), next-byte distributions at one position."""
 
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.core.plotting import save_figure
 from oversmooth.reporting.figures import figure_4_1
 from oversmooth.reporting.metrics_report import position_view
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     fig_settings, metric_settings = smk.params.figures, smk.params.metrics
     distributions, target, titles, text = position_view(
         smk.input.prompts,

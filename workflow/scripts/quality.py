@@ -4,8 +4,9 @@ from pathlib import Path
 
 import torch
 
+from oversmooth.core.allocator import keep_freed_memory
 from oversmooth.core.io import atomic_path, read_parquet, write_csv
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.data.prompts import human_samples
 from oversmooth.generation.quality import model_quality
 from oversmooth.generation.truth import continuation_bits
@@ -14,7 +15,8 @@ from oversmooth.workflow.rules import load_byte_lm
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
+    keep_freed_memory()  # the perplexity model's activations, allocated and freed batch after batch
     torch.set_num_threads(smk.threads)
     settings = smk.params.quality
     prompts = read_parquet(smk.input.prompts).to_pandas()

@@ -2,12 +2,12 @@
 
 import pandas as pd
 
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.reporting.quality_report import quality_table
 from oversmooth.reporting.seeds import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     summaries = {m: pd.read_csv(p) for m, p in zip([*smk.params.models, "human"], smk.input)}
     write_table(quality_table(summaries, smk.params.models, smk.params.methods), smk.output[0])

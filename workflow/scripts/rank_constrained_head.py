@@ -7,11 +7,11 @@ import torch
 
 from oversmooth.analysis.headfit import HeadFitSettings, rank_loss_table
 from oversmooth.core.io import write_csv
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     torch.set_num_threads(smk.threads)
     head = smk.params.head
     settings = HeadFitSettings(iters=head["head_iters"], batch_size=head["head_batch_size"],

@@ -5,14 +5,14 @@ from oversmooth.analysis.decoding import decodings_from_config
 from oversmooth.analysis.tokenheads import load_head
 from oversmooth.core.catalog import is_token_model
 from oversmooth.core.io import read_parquet
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.generation.sampling import sample_model, sample_token_model
 from oversmooth.workflow.rules import rule_byte_lm
 from oversmooth.workflow.tokensource import rule_token_source
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     settings, decodings = smk.params.sampling, decodings_from_config(smk.params.decoding)
     prompts = read_parquet(smk.input.prompts)
     if is_token_model(smk.wildcards.model):

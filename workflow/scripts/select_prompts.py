@@ -1,11 +1,11 @@
 """Snakemake adapter: choose the evaluation and sampling prompts (rule select_prompts)."""
 
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.data.prompts import PromptSpec, write_prompts
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     p = smk.params
     spec = PromptSpec(
         n_prompts=p.n_prompts,

@@ -5,11 +5,11 @@ import logging
 from oversmooth.analysis.rank import svd_checkpoint
 from oversmooth.core.catalog import svd_name
 from oversmooth.core.io import write_json
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     rank = smk.params.rank
     record = svd_checkpoint(smk.input.checkpoint, rank, smk.output.checkpoint, svd_name(rank))
     write_json(smk.output.record, record)

@@ -2,13 +2,13 @@
 
 import json
 
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.reporting.report import table_3_1
 from oversmooth.reporting.seeds import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     results = [json.loads(open(path).read()) for path in smk.input.results]
     configs = [json.loads(open(path).read()) for path in smk.input.configs]
     best_val = {c["name"]: c["best_val_loss"] for c in configs}

@@ -3,10 +3,10 @@
 import pandas as pd
 
 from oversmooth.analysis.rank import table_7_3
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.reporting.seeds import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     write_table(table_7_3({m: pd.read_csv(p) for m, p in zip(smk.params.models, smk.input)}), smk.output[0])

@@ -7,13 +7,13 @@ from pathlib import Path
 from oversmooth.analysis.argmax import table_b
 from oversmooth.analysis.tokenheads import unargmaxable_token_table
 from oversmooth.core.io import read_parquet
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.models.causallm import load_tokenizer
 from oversmooth.reporting.seeds import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     records = [json.loads(Path(path).read_text()) for path in smk.input.records]
     if "states" in smk.input.keys():
         targets = read_parquet(smk.input.states, columns=["target"]).column("target").to_numpy()

@@ -3,10 +3,10 @@
 import pandas as pd
 
 from oversmooth.analysis.rank import anisotropy_table
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.reporting.seeds import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     write_table(anisotropy_table({m: pd.read_csv(p) for m, p in zip(smk.params.models, smk.input)}), smk.output[0])

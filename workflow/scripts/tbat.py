@@ -9,13 +9,13 @@ from oversmooth.analysis.tbat import TBATSettings, model_tbat
 from oversmooth.analysis.tokenheads import head_matrix, load_head, sampled_state_rows
 from oversmooth.core.catalog import is_token_model
 from oversmooth.core.io import write_csv
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.extraction.logit_tables import sampled_logit_rows
 from oversmooth.models.checkpoints import load_model
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     torch.set_num_threads(1)
     settings, seed = smk.params.tbat, smk.params.seed
     if is_token_model(smk.wildcards.model):

@@ -5,13 +5,13 @@ import torch
 from oversmooth.analysis.tbat import TBATSettings
 from oversmooth.analysis.timing import model_timings
 from oversmooth.core.io import ParquetInput, write_csv
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.extraction.logit_tables import read_sampled_rows, sample_positions
 from oversmooth.models.checkpoints import load_model
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     torch.set_num_threads(1)
     settings = smk.params.timing
     rows = sample_positions(ParquetInput(smk.input.model).metadata.num_rows, settings["positions"], smk.params.seed)

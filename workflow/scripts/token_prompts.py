@@ -4,13 +4,13 @@ token_prompts)."""
 from pathlib import Path
 
 from oversmooth.core.io import write_parquet
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.data.prompts import select_token_prompts
 from oversmooth.models.causallm import load_tokenizer
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     settings = smk.params.sampling
     tokenizer = load_tokenizer(Path(smk.input.lm).parent, config_key="tokens.source")
     prompts = select_token_prompts(

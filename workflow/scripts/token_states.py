@@ -6,13 +6,13 @@ from pathlib import Path
 from oversmooth.analysis.tokenheads import write_states
 from oversmooth.analysis.tokenstates import prompt_states, shard_states
 from oversmooth.core.io import read_parquet
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.data.corpus import read_shard
 from oversmooth.workflow.tokensource import rule_token_source
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     model, tokenizer = rule_token_source(smk)
     settings = smk.params.settings
     if smk.wildcards.split == "eval":

@@ -3,12 +3,12 @@ of the head during training."""
 
 import pandas as pd
 
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.core.plotting import save_figure
 from oversmooth.reporting import figures
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     logs = {name: pd.read_csv(path) for name, path in zip(smk.params.models, smk.input.logs)}
     save_figure(getattr(figures, smk.wildcards.figure)(logs), smk.output.png, smk.output.pdf)

@@ -5,12 +5,12 @@ from oversmooth.analysis.argmax import linear_head_vertices, report_record, unar
 from oversmooth.analysis.tokenheads import load_head
 from oversmooth.core.allocator import keep_freed_memory
 from oversmooth.core.io import write_json
-from oversmooth.core.logs import log_to_file
+from oversmooth.core.logs import workflow_job
 from oversmooth.models.checkpoints import load_model
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with log_to_file(smk.log[0]):
+with workflow_job(smk.log[0]):
     keep_freed_memory()  # allocates and frees large arrays at every step (oversmooth.core.allocator)
     settings, model = smk.params.settings, smk.wildcards.model
     if "head" in smk.input.keys():
