@@ -65,7 +65,7 @@ def test_a_stop_request_without_a_signal_is_named(tmp_path):
 WORKFLOW_JOB = """
 import atexit, pathlib, sys
 from oversmooth.core.io import atomic_path
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 atexit.register(lambda: pathlib.Path(sys.argv[2] + ".shutdown").write_text("ran"))
 with workflow_job(sys.argv[1]):
     with atomic_path(sys.argv[2]) as tmp:

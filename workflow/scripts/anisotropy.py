@@ -4,7 +4,7 @@ import pandas as pd
 
 from oversmooth.analysis.rank import layer_anisotropy
 from oversmooth.core.io import read_parquet, write_csv
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.models.train import export_checkpoint
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)

@@ -1,7 +1,7 @@
 """Snakemake adapter: held-out loss and accuracy of one model (rule evaluate_model)."""
 
 from oversmooth.core.io import write_json
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.models.evaluate import document_starts, heldout_metrics, heldout_pool
 from oversmooth.workflow.rules import rule_byte_lm
 

@@ -1,7 +1,7 @@
 """Snakemake adapter: next-byte log-probabilities and hidden states of one model (rule extract_logits)."""
 
 from oversmooth.core.io import read_parquet
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.extraction.logits import extract_logits
 from oversmooth.workflow.rules import rule_byte_lm
 

@@ -1,7 +1,7 @@
 """Snakemake adapter: Figure 4.2, mean NSMD per target byte for the most and least bottlenecked models, one panel
 per ground truth."""
 
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.core.plotting import save_figure
 from oversmooth.reporting.figures import figure_4_2
 from oversmooth.reporting.metrics_report import per_byte_mean, read_position_metrics

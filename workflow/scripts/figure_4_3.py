@@ -1,6 +1,6 @@
 """Snakemake adapter: Figure 4.3, relative frequency of every model's argmax bytes against the targets'."""
 
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.core.plotting import save_figure
 from oversmooth.reporting.figures import figure_4_3
 from oversmooth.reporting.metrics_report import argmax_counts

@@ -1,7 +1,7 @@
 """Snakemake adapter: Figure 5.1, byte frequencies of the models' pure samples against the human continuations."""
 
 from oversmooth.core.io import read_parquet
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.core.plotting import save_figure
 from oversmooth.data.prompts import human_samples
 from oversmooth.reporting.figures import figure_5_1

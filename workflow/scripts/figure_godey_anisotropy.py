@@ -3,7 +3,7 @@
 
 import pandas as pd
 
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.core.plotting import save_figure
 from oversmooth.reporting.figures import anisotropy_figure
 from oversmooth.reporting.seeds import without_seed_rows

@@ -3,7 +3,7 @@ al. 2024), from rule rank_constrained_head's table."""
 
 import pandas as pd
 
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.core.plotting import save_figure
 from oversmooth.reporting.figures import rank_loss_figure
 

@@ -1,7 +1,7 @@
 """Snakemake adapter: oversmoothing against validation loss along training, one line per bottleneck (rule
 figure_loss_matched)."""
 
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.core.plotting import save_figure
 from oversmooth.reporting.along_training import load_trajectory
 from oversmooth.reporting.figures import figure_loss_matched

@@ -1,6 +1,6 @@
 """Snakemake adapter: the token track's oversmoothing of every rank-k head against the full head, over k."""
 
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.core.plotting import save_figure
 from oversmooth.reporting.figures import figure_token_heads
 from oversmooth.reporting.metrics_report import load_summaries

@@ -3,7 +3,7 @@
 import pandas as pd
 
 from oversmooth.core.io import atomic_path, write_csv
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.reporting.findings import (
     findings_page,
     findings_table,

@@ -1,7 +1,7 @@
 """Snakemake adapter: oversmoothing along training, the family at matched validation loss (rule loss_matched)."""
 
 from oversmooth.core.io import write_csv
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.reporting.along_training import load_trajectory, loss_matched_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)

@@ -8,7 +8,7 @@ import pandas as pd
 
 from oversmooth.analysis.rank import ngram_rank_rows
 from oversmooth.core.io import write_csv
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

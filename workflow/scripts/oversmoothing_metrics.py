@@ -9,7 +9,7 @@ from oversmooth.analysis.tokenheads import load_head, output_weight, read_states
 from oversmooth.analysis.tokenmetrics import head_logprob_chunks
 from oversmooth.core.allocator import keep_freed_memory
 from oversmooth.core.io import write_csv
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.workflow.tokensource import rule_token_source
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)

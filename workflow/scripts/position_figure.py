@@ -1,6 +1,6 @@
 """Snakemake adapter: Figure 4.1 (every model) or 7.1 (the SVD-imposed heads), next-byte distributions at one position."""
 
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.core.plotting import save_figure
 from oversmooth.reporting.figures import figure_4_1
 from oversmooth.reporting.metrics_report import position_view

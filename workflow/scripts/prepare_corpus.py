@@ -1,11 +1,11 @@
 """Snakemake adapter: build the byte shards, eval pool and manifest (rule prepare_corpus)."""
 
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.logs import log_to_file
 from oversmooth.data.corpus import CorpusPaths, build_corpus
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
-with workflow_job(smk.log[0]):
+with log_to_file(smk.log[0]):
     out = smk.output
     build_corpus(
         smk.params.sources,

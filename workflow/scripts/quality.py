@@ -6,7 +6,7 @@ import torch
 
 from oversmooth.core.allocator import keep_freed_memory
 from oversmooth.core.io import atomic_path, read_parquet, write_csv
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.data.prompts import human_samples
 from oversmooth.generation.quality import model_quality
 from oversmooth.generation.truth import continuation_bits

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.reporting.quality_report import quality_table
 from oversmooth.reporting.seeds import write_table
 

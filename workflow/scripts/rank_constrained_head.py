@@ -7,7 +7,7 @@ import torch
 
 from oversmooth.analysis.headfit import HeadFitSettings, rank_loss_table
 from oversmooth.core.io import write_csv
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -5,7 +5,7 @@ from oversmooth.analysis.decoding import decodings_from_config
 from oversmooth.analysis.tokenheads import load_head
 from oversmooth.core.catalog import is_token_model
 from oversmooth.core.io import read_parquet
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.generation.sampling import sample_model, sample_token_model
 from oversmooth.workflow.rules import rule_byte_lm
 from oversmooth.workflow.tokensource import rule_token_source

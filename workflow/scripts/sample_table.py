@@ -3,7 +3,7 @@
 import pandas as pd
 
 from oversmooth.core.io import read_parquet
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.data.prompts import human_samples
 from oversmooth.reporting.quality_report import samples_markdown, write_text
 

@@ -1,6 +1,6 @@
 """Snakemake adapter: choose the evaluation and sampling prompts (rule select_prompts)."""
 
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.data.prompts import PromptSpec, write_prompts
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)

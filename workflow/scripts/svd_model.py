@@ -5,7 +5,7 @@ import logging
 from oversmooth.analysis.rank import svd_checkpoint
 from oversmooth.core.catalog import svd_name
 from oversmooth.core.io import write_json
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 

@@ -2,7 +2,7 @@
 
 import json
 
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.reporting.report import table_3_1
 from oversmooth.reporting.seeds import write_table
 

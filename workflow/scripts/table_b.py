@@ -7,7 +7,7 @@ from pathlib import Path
 from oversmooth.analysis.argmax import table_b
 from oversmooth.analysis.tokenheads import unargmaxable_token_table
 from oversmooth.core.io import read_parquet
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.models.causallm import load_tokenizer
 from oversmooth.reporting.seeds import write_table
 

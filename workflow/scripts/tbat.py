@@ -9,7 +9,7 @@ from oversmooth.analysis.tbat import TBATSettings, model_tbat
 from oversmooth.analysis.tokenheads import head_matrix, load_head, sampled_state_rows
 from oversmooth.core.catalog import is_token_model
 from oversmooth.core.io import write_csv
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.extraction.logit_tables import sampled_logit_rows
 from oversmooth.models.checkpoints import load_model
 

@@ -5,7 +5,7 @@ import torch
 from oversmooth.analysis.tbat import TBATSettings
 from oversmooth.analysis.timing import model_timings
 from oversmooth.core.io import ParquetInput, write_csv
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.extraction.logit_tables import read_sampled_rows, sample_positions
 from oversmooth.models.checkpoints import load_model
 

@@ -4,7 +4,7 @@ cached training states (rule token_head)."""
 from oversmooth.analysis.tokenfit import build_head
 from oversmooth.analysis.tokenheads import save_head
 from oversmooth.core.allocator import keep_freed_memory
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.workflow.tokensource import rule_token_source
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)

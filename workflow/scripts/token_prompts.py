@@ -4,7 +4,7 @@ token_prompts)."""
 from pathlib import Path
 
 from oversmooth.core.io import write_parquet
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.data.prompts import select_token_prompts
 from oversmooth.models.causallm import load_tokenizer
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from oversmooth.analysis.tokenheads import write_states
 from oversmooth.analysis.tokenstates import prompt_states, shard_states
 from oversmooth.core.io import read_parquet
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.data.corpus import read_shard
 from oversmooth.workflow.tokensource import rule_token_source
 

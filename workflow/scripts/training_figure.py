@@ -3,7 +3,7 @@ of the head during training."""
 
 import pandas as pd
 
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.core.plotting import save_figure
 from oversmooth.reporting import figures
 

@@ -5,7 +5,7 @@ from oversmooth.analysis.argmax import linear_head_vertices, report_record, unar
 from oversmooth.analysis.tokenheads import load_head
 from oversmooth.core.allocator import keep_freed_memory
 from oversmooth.core.io import write_json
-from oversmooth.core.logs import workflow_job
+from oversmooth.core.job import workflow_job
 from oversmooth.models.checkpoints import load_model
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)

@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -118,21 +117,3 @@ def log_to_file(path: str | os.PathLike | None) -> Iterator[logging.Logger]:
             root.removeHandler(handler)
             warnings_logger.removeHandler(handler)
             handler.close()
-
-
-@contextlib.contextmanager
-def workflow_job(path: str | os.PathLike | None) -> Iterator[logging.Logger]:
-    """The whole of a workflow script's job: `log_to_file`, then, once the block has succeeded, the end of the
-    process without Python's shutdown (`os._exit(0)`, after flushing the logs and standard streams).
-
-    That shutdown (module teardown, the final garbage collections) costs a job that imported torch about 0.45
-    CPU-s and does nothing for it: by then the job's outputs are closed and in place and its log is closed
-    (docs/performance.md). A failure or a stop leaves the block by its exception and the process shuts down as
-    usual, with its traceback and exit status.
-    """
-    with log_to_file(path) as logger:
-        yield logger
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
