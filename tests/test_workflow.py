@@ -287,8 +287,8 @@ def rules_running(module: str, repo: Path = REPO) -> set[str]:
 
 HELLINGER = """
 
-def hellinger(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    return (0.5 * (p.sqrt() - q.sqrt()).square().sum(-1)).clamp(min=0).sqrt()
+def hellinger(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return np.sqrt(np.maximum(0.5 * np.square(np.sqrt(p) - np.sqrt(q)).sum(-1), 0.0))
 
 
 def oversmoothing_against("""

@@ -1,24 +1,26 @@
 """Snakemake adapter: per-position oversmoothing metrics of one model against one ground truth (two logits files),
-or of a token-track head against its source's full head (cached states), and their summary."""
-
-import torch
+or of a token-track head against its source's full head (cached states), and their summary. Only a token-track
+head's job imports torch (to run the head)."""
 
 from oversmooth.analysis.decoding import decodings_from_config
 from oversmooth.analysis.metrics import logits_file_chunks, summarise_file, write_position_metrics
-from oversmooth.analysis.tokenheads import load_head, output_weight, read_states
-from oversmooth.analysis.tokenmetrics import head_logprob_chunks
 from oversmooth.core.allocator import keep_freed_memory
 from oversmooth.core.io import write_csv
 from oversmooth.core.job import workflow_job
-from oversmooth.workflow.tokensource import rule_token_source
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with workflow_job(smk.log[0]):
     keep_freed_memory()  # allocates and frees large arrays at every step (oversmooth.core.allocator)
-    torch.set_num_threads(smk.threads)
     settings = smk.params.metrics
     if "head" in smk.input.keys():
+        import torch
+
+        from oversmooth.analysis.tokenheads import load_head, output_weight, read_states
+        from oversmooth.analysis.tokenmetrics import head_logprob_chunks
+        from oversmooth.workflow.tokensource import rule_token_source
+
+        torch.set_num_threads(smk.threads)
         head, _ = load_head(smk.input.head)
         weight = output_weight(rule_token_source(smk)[0])
         chunks = head_logprob_chunks(head, weight, *read_states(smk.input.states), smk.params.chunk)

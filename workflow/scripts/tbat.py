@@ -1,28 +1,29 @@
 """Snakemake adapter: TBAT of one bottlenecked model, or of one token-track head over its whole vocabulary, at
-sampled positions, per decoding method (rule tbat)."""
-
-import torch
+sampled positions, per decoding method (rule tbat). A bottlenecked model's job runs without torch."""
 
 from oversmooth.analysis.decoding import decodings_from_config
 from oversmooth.analysis.metrics import summarise_file
 from oversmooth.analysis.tbat import TBATSettings, model_tbat
-from oversmooth.analysis.tokenheads import head_matrix, load_head, sampled_state_rows
 from oversmooth.core.catalog import is_token_model
 from oversmooth.core.io import write_csv
 from oversmooth.core.job import workflow_job
 from oversmooth.extraction.logit_tables import sampled_logit_rows
-from oversmooth.models.checkpoints import load_model
+from oversmooth.models.torchfile import read_output_matrix
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with workflow_job(smk.log[0]):
-    torch.set_num_threads(1)
     settings, seed = smk.params.tbat, smk.params.seed
     if is_token_model(smk.wildcards.model):
+        import torch  # a token-track head is a torch module (only these jobs import it)
+
+        from oversmooth.analysis.tokenheads import head_matrix, load_head, sampled_state_rows
+
+        torch.set_num_threads(1)
         head = load_head(smk.input.head)[0]
         W, rows = head_matrix(head), sampled_state_rows(head, smk.input.states, settings["positions"], seed)
     else:
-        W = load_model(smk.input.checkpoint).output_matrix().detach().double().numpy()
+        W = read_output_matrix(smk.input.checkpoint)
         rows = sampled_logit_rows(smk.input.logits, settings["positions"], seed)
     model_tbat(
         W, rows, smk.output.positions, decodings_from_config(smk.params.decoding),

@@ -1,8 +1,10 @@
 """Decoding transforms (thesis §6.1): one implementation, used by the metrics and by the sampler.
 
-Each transform maps next-byte log-probabilities (..., 256) to the log-probabilities of the
+Each transform maps next-byte log-probabilities (..., V) to the log-probabilities of the
 distribution a decoding method samples from; bytes it removes get -inf. Ties are broken by byte
-order (the lower byte wins), so every transform is deterministic.
+order (the lower byte wins), so every transform is deterministic. They are NumPy (float64 in the
+pipeline), so that the CPU analysis jobs (metrics, TBAT) run without torch; the sampler hands them
+its (B, V) rows once per step.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 METHODS = ("pure", "greedy", "top_k", "top_p", "temperature")
 
@@ -29,7 +30,7 @@ class Decoding:
         if self.method not in METHODS:
             raise ValueError(f"unknown decoding method {self.method!r}; choose from {list(METHODS)}")
 
-    def __call__(self, logprobs: torch.Tensor) -> torch.Tensor:
+    def __call__(self, logprobs: np.ndarray) -> np.ndarray:
         return apply_decoding(logprobs, self)
 
 
@@ -39,50 +40,51 @@ def decodings_from_config(settings: Mapping) -> list[Decoding]:
     return [Decoding(method, **params) for method in settings["methods"]]
 
 
-def greedy(logprobs: torch.Tensor) -> torch.Tensor:
+def greedy(logprobs: np.ndarray) -> np.ndarray:
     """All mass on the argmax (the first one on ties)."""
-    out = torch.full_like(logprobs, float("-inf"))
-    return out.scatter_(-1, logprobs.argmax(-1, keepdim=True), 0.0)
+    out = np.full_like(logprobs, -np.inf)
+    np.put_along_axis(out, logprobs.argmax(-1)[..., None], 0.0, axis=-1)
+    return out
 
 
-def top_k(logprobs: torch.Tensor, k: int) -> torch.Tensor:
+def top_k(logprobs: np.ndarray, k: int) -> np.ndarray:
     """Keep the k most probable entries (on ties, the first ones), renormalised."""
     if k < 1:
         raise ValueError(f"top-k needs k >= 1, got {k}")
-    k = min(k, logprobs.size(-1))
-    kth = logprobs.topk(k, dim=-1).values[..., -1:]
-    return _renormalise(logprobs.masked_fill(~_first_ranked(logprobs, kth, k), float("-inf")))
+    k = min(k, logprobs.shape[-1])
+    kth = -np.partition(-logprobs, k - 1, axis=-1)[..., k - 1 : k]  # the k-th largest value
+    return _renormalise(np.where(_first_ranked(logprobs, kth, k), logprobs, -np.inf))
 
 
-def _first_ranked(values: torch.Tensor, cut: torch.Tensor, count: torch.Tensor | int) -> torch.Tensor:
+def _first_ranked(values: np.ndarray, cut: np.ndarray, count: np.ndarray | int) -> np.ndarray:
     """The first `count` entries of each row in a stable descending order, given the value `cut` of the last one:
     every entry above it, then the entries equal to it in index order (what a stable sort would keep), in O(V)."""
-    rows = values.reshape(-1, values.size(-1))
-    above, at = rows > cut.reshape(-1, 1), rows == cut.reshape(-1, 1)
-    wanted = (torch.as_tensor(count).reshape(-1, 1) - above.sum(-1, keepdim=True)).expand(rows.size(0), 1)
-    row, column = at.nonzero(as_tuple=True)  # row-major: each row's ties in index order
-    rank = torch.arange(len(row), device=row.device) - torch.searchsorted(row, row)  # position among its row's ties
-    keep = rank < wanted[row, 0]
-    above[row[keep], column[keep]] = True
-    return above.reshape(values.shape)
+    rows = values.reshape(-1, values.shape[-1])
+    cut = np.reshape(cut, (-1, 1))
+    above, at = rows > cut, rows == cut
+    wanted = np.reshape(count, (-1, 1)) - above.sum(-1, keepdims=True)
+    tie_rank = np.cumsum(at, axis=-1) - 1  # each tie's position among its row's ties, in index order
+    return (above | (at & (tie_rank < wanted))).reshape(values.shape)
 
 
-def top_p(logprobs: torch.Tensor, p: float) -> torch.Tensor:
+def top_p(logprobs: np.ndarray, p: float) -> np.ndarray:
     """Nucleus sampling: keep the smallest set of most probable bytes whose mass reaches p, renormalised."""
     if not 0 < p <= 1:
         raise ValueError(f"top-p needs 0 < p <= 1, got {p}")
-    mask = nucleus_mask(logprobs.exp(), p)
-    return _renormalise(logprobs.masked_fill(~mask, float("-inf")))
+    mask = nucleus_mask(np.exp(logprobs), p)
+    return _renormalise(np.where(mask, logprobs, -np.inf))
 
 
-def temperature(logprobs: torch.Tensor, t: float) -> torch.Tensor:
+def temperature(logprobs: np.ndarray, t: float) -> np.ndarray:
     """Softmax of log p / t."""
     if t <= 0:
         raise ValueError(f"temperature must be > 0, got {t}")
-    return torch.log_softmax(logprobs / t, dim=-1)
+    scaled = logprobs / t
+    shifted = scaled - scaled.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
 
 
-def apply_decoding(logprobs: torch.Tensor, decoding: Decoding) -> torch.Tensor:
+def apply_decoding(logprobs: np.ndarray, decoding: Decoding) -> np.ndarray:
     if decoding.method == "pure":
         return logprobs
     if decoding.method == "greedy":
@@ -94,41 +96,36 @@ def apply_decoding(logprobs: torch.Tensor, decoding: Decoding) -> torch.Tensor:
     return temperature(logprobs, decoding.temperature)
 
 
-def nucleus_mask(probs: torch.Tensor, tau: float) -> torch.Tensor:
+def nucleus_mask(probs: np.ndarray, tau: float) -> np.ndarray:
     """The nucleus set as a boolean mask: the fewest most probable entries whose mass is >= tau.
 
     An entry is in the set iff the mass of the entries ranked before it (ties in index order) is still below tau,
     so the entry that crosses tau is included (the arg min of thesis §4.1.1). Only the sorted values are needed
     (equal values are interchangeable in the cumulative mass), then ties at the cut go by index.
     """
-    rows = probs.reshape(-1, probs.size(-1))
-    size, cut = _nucleus_cut(rows, tau, min(NUCLEUS_CANDIDATES, rows.size(-1)))
+    rows = probs.reshape(-1, probs.shape[-1])
+    size, cut = _nucleus_cut(rows, tau, min(NUCLEUS_CANDIDATES, rows.shape[-1]))
     wide = size[:, 0] == NUCLEUS_CANDIDATES  # the cut may lie beyond the candidates: these rows are sorted whole
     if wide.any():
-        size[wide], cut[wide] = _nucleus_cut(rows[wide], tau, rows.size(-1))
+        size[wide], cut[wide] = _nucleus_cut(rows[wide], tau, rows.shape[-1])
     return _first_ranked(rows, cut, size).reshape(probs.shape)
 
 
-NUCLEUS_CANDIDATES = 512  # the largest values taken first (`topk`); a nucleus as large or larger sorts its row whole
+NUCLEUS_CANDIDATES = 512  # the largest values taken first (a partition); a nucleus as large or larger sorts its row whole
 
 
-def _nucleus_cut(rows: torch.Tensor, tau: float, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _nucleus_cut(rows: np.ndarray, tau: float, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(size, value at the cut) of each row's nucleus among its `n` largest values, in descending order (the
     cumulative mass of the first n sorted values does not depend on the rest); a size of n means the cut may lie
     beyond them."""
-    descending = rows.topk(n, dim=-1).values if n < rows.size(-1) else _sorted_values_desc(rows)
-    mass_before = torch.cumsum(descending, dim=-1) - descending
-    size = (mass_before < tau).sum(-1, keepdim=True).clamp_min(1)
-    return size, descending.gather(-1, size - 1)
+    largest = np.partition(rows, rows.shape[-1] - n, axis=-1)[:, -n:] if n < rows.shape[-1] else rows
+    descending = np.sort(largest, axis=-1)[:, ::-1]
+    mass_before = np.cumsum(descending, axis=-1) - descending
+    size = np.maximum((mass_before < tau).sum(-1, keepdims=True), 1)
+    return size, np.take_along_axis(descending, size - 1, axis=-1)
 
 
-def _sorted_values_desc(values: torch.Tensor) -> torch.Tensor:
-    """Each row's values in descending order; on CPU by NumPy's vectorised sort (several times torch.sort's speed
-    over a 49,152-token vocabulary, which decides the token track's metrics time)."""
-    if values.device.type != "cpu":
-        return torch.sort(values, dim=-1, descending=True).values
-    return torch.from_numpy(np.flip(np.sort(values.detach().numpy(), axis=-1), -1).copy())
-
-
-def _renormalise(logprobs: torch.Tensor) -> torch.Tensor:
-    return logprobs - torch.logsumexp(logprobs, dim=-1, keepdim=True)
+def _renormalise(logprobs: np.ndarray) -> np.ndarray:
+    """log p - log sum p over each row (entries at -inf stay there)."""
+    top = logprobs.max(-1, keepdims=True)
+    return logprobs - (top + np.log(np.exp(logprobs - top).sum(-1, keepdims=True)))

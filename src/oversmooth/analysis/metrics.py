@@ -16,7 +16,8 @@ model mixed with the uniform distribution at weight `metrics.kl_epsilon`, is fin
 is reported beside it under its own name (the thesis's finite greedy KL came from an unstated
 epsilon of this kind).
 
-Everything is vectorised over positions in float64 (torch); no loop per position.
+Everything is vectorised over positions in float64 (NumPy, so that the metrics jobs run without torch); no loop
+per position.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-import torch
 
 from oversmooth.analysis.decoding import Decoding, nucleus_mask
 from oversmooth.core.io import atomic_path, read_parquet
@@ -55,60 +55,62 @@ POSITION_SCHEMA = pa.schema(
 SUMMARY_COLUMNS = ["method", "metric", "mean", "sd", "ci_low", "ci_high", "n_positions", "n_prompts", "n_infinite"]
 
 
-def entropy(logprobs: torch.Tensor, probs: torch.Tensor | None = None) -> torch.Tensor:
+def entropy(logprobs: np.ndarray, probs: np.ndarray | None = None) -> np.ndarray:
     """Shannon entropy in nats along the last axis, with 0 log 0 = 0 (`probs`: exp(logprobs), if at hand)."""
-    probs = logprobs.exp() if probs is None else probs
-    return -torch.where(logprobs > float("-inf"), probs * logprobs, 0.0).sum(-1)
+    probs = np.exp(logprobs) if probs is None else probs
+    with np.errstate(invalid="ignore"):  # 0 * -inf, left out by the mask
+        return -np.where(logprobs > -np.inf, probs * logprobs, 0.0).sum(-1)
 
 
-def kl_divergence(logp: torch.Tensor, logq: torch.Tensor, p: torch.Tensor | None = None) -> torch.Tensor:
+def kl_divergence(logp: np.ndarray, logq: np.ndarray, p: np.ndarray | None = None) -> np.ndarray:
     """KL(p || q) in nats along the last axis; +inf where q = 0 < p (`p`: exp(logp), if at hand)."""
-    p = logp.exp() if p is None else p
-    terms = torch.where(logp > float("-inf"), p * (logp - logq), 0.0)
+    p = np.exp(logp) if p is None else p
+    with np.errstate(invalid="ignore"):  # -inf - -inf where p = q = 0, left out by the mask
+        terms = np.where(logp > -np.inf, p * (logp - logq), 0.0)
     return terms.sum(-1)
 
 
-def mix_uniform(logp: torch.Tensor, eps: float) -> torch.Tensor:
+def mix_uniform(logp: np.ndarray, eps: float) -> np.ndarray:
     """log((1 - eps) p + eps / V): the distribution mixed with the uniform one at weight eps."""
     if not 0 < eps < 1:
         raise ValueError(f"metrics.kl_epsilon must be in (0, 1), got {eps}")
-    return torch.logaddexp(logp + math.log1p(-eps), torch.tensor(math.log(eps / logp.size(-1)), dtype=logp.dtype))
+    return np.logaddexp(logp + math.log1p(-eps), math.log(eps / logp.shape[-1]))
 
 
-def tail_token_overassignment(p_bn: torch.Tensor, p_gt: torch.Tensor, nucleus: torch.Tensor) -> torch.Tensor:
+def tail_token_overassignment(p_bn: np.ndarray, p_gt: np.ndarray, nucleus: np.ndarray) -> np.ndarray:
     """TTO (eq. 4.1): mass the model puts above the ground truth on bytes outside the nucleus."""
-    return torch.where(nucleus, 0.0, (p_bn - p_gt).clamp_min(0.0)).sum(-1)
+    return np.where(nucleus, 0.0, np.maximum(p_bn - p_gt, 0.0)).sum(-1)
 
 
-def nucleus_set_mass_difference(p_bn: torch.Tensor, p_gt: torch.Tensor, nucleus: torch.Tensor) -> torch.Tensor:
+def nucleus_set_mass_difference(p_bn: np.ndarray, p_gt: np.ndarray, nucleus: np.ndarray) -> np.ndarray:
     """NSMD (eq. 4.2): ground-truth nucleus mass minus the model's mass on the nucleus."""
-    return torch.where(nucleus, p_gt - p_bn, 0.0).sum(-1)
+    return np.where(nucleus, p_gt - p_bn, 0.0).sum(-1)
 
 
-def total_variation(p_bn: torch.Tensor, p_gt: torch.Tensor) -> torch.Tensor:
+def total_variation(p_bn: np.ndarray, p_gt: np.ndarray) -> np.ndarray:
     """TV (eq. 4.3)."""
-    return 0.5 * (p_bn - p_gt).abs().sum(-1)
+    return 0.5 * np.abs(p_bn - p_gt).sum(-1)
 
 
 @dataclass(frozen=True)
 class Reference:
     """What the metrics need of the ground truth's distributions, computed once for every decoding of the model."""
 
-    logp: torch.Tensor
-    p: torch.Tensor
-    nucleus: torch.Tensor
-    entropy: torch.Tensor
+    logp: np.ndarray
+    p: np.ndarray
+    nucleus: np.ndarray
+    entropy: np.ndarray
 
 
-def reference_terms(logp_gt: torch.Tensor, tau: float, nucleus: torch.Tensor | None = None) -> Reference:
-    p_gt = logp_gt.exp()
+def reference_terms(logp_gt: np.ndarray, tau: float, nucleus: np.ndarray | None = None) -> Reference:
+    p_gt = np.exp(logp_gt)
     nucleus = nucleus_mask(p_gt, tau) if nucleus is None else nucleus
     return Reference(logp_gt, p_gt, nucleus, entropy(logp_gt, p_gt))
 
 
-def oversmoothing_against(logp_bn: torch.Tensor, reference: Reference, kl_epsilon: float = 1e-6) -> dict[str, torch.Tensor]:
+def oversmoothing_against(logp_bn: np.ndarray, reference: Reference, kl_epsilon: float = 1e-6) -> dict[str, np.ndarray]:
     """TTO, NSMD, TV, KL, KL_eps and the entropy difference for every row of (n, V) log-probabilities."""
-    p_bn, p_gt, nucleus = logp_bn.exp(), reference.p, reference.nucleus
+    p_bn, p_gt, nucleus = np.exp(logp_bn), reference.p, reference.nucleus
     return {
         "tto": tail_token_overassignment(p_bn, p_gt, nucleus),
         "nsmd": nucleus_set_mass_difference(p_bn, p_gt, nucleus),
@@ -121,8 +123,8 @@ def oversmoothing_against(logp_bn: torch.Tensor, reference: Reference, kl_epsilo
 
 
 def oversmoothing(
-    logp_bn: torch.Tensor, logp_gt: torch.Tensor, tau: float, kl_epsilon: float = 1e-6, nucleus: torch.Tensor | None = None
-) -> dict[str, torch.Tensor]:
+    logp_bn: np.ndarray, logp_gt: np.ndarray, tau: float, kl_epsilon: float = 1e-6, nucleus: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     """`oversmoothing_against` the ground truth `logp_gt` (its nucleus mask at tau may be passed in)."""
     return oversmoothing_against(logp_bn, reference_terms(logp_gt, tau, nucleus), kl_epsilon)
 
@@ -134,15 +136,15 @@ class PositionChunk:
     prompt_id: np.ndarray
     position: np.ndarray
     target: np.ndarray
-    logp_model: torch.Tensor  # float64
-    logp_reference: torch.Tensor  # float64
+    logp_model: np.ndarray  # float64
+    logp_reference: np.ndarray  # float64
 
 
 def logits_file_chunks(model_logits: str | os.PathLike, gt_logits: str | os.PathLike) -> Iterable[PositionChunk]:
     """Two logits files' aligned row groups as chunks (float64)."""
     for bn, gt in iter_aligned_logits(model_logits, gt_logits):
-        yield PositionChunk(bn.prompt_id, bn.position, bn.target, torch.from_numpy(bn.logprobs.astype(np.float64)),
-                            torch.from_numpy(gt.logprobs.astype(np.float64)))
+        yield PositionChunk(bn.prompt_id, bn.position, bn.target, bn.logprobs.astype(np.float64),
+                            gt.logprobs.astype(np.float64))
 
 
 def position_metrics(
@@ -177,9 +179,9 @@ def write_position_metrics(
                     "position": chunk.position,
                     "target": chunk.target,
                     "method": np.full(len(chunk.target), decoding.method),
-                    "nucleus_size": values.pop("nucleus_size").numpy(),
-                    "bn_argmax": transformed.argmax(-1).numpy(),
-                    **{name: values[name].numpy() for name in METRICS},
+                    "nucleus_size": values.pop("nucleus_size"),
+                    "bn_argmax": transformed.argmax(-1),
+                    **{name: values[name] for name in METRICS},
                 }
                 writer.write_table(pa.Table.from_pydict(columns, schema=POSITION_SCHEMA))
             rows += len(chunk.target)

@@ -9,16 +9,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import torch
+import numpy as np
 
 
-def nucleus_mask_by_sort(probs: torch.Tensor, tau: float) -> torch.Tensor:
+def nucleus_mask_by_sort(probs: np.ndarray, tau: float) -> np.ndarray:
     """The nucleus mask of every row by a full stable sort, the mass before each entry, scattered back (the
     definition, vectorised the obvious way: the oracle and the baseline of `decoding.nucleus_mask`)."""
-    values, order = torch.sort(probs, dim=-1, descending=True, stable=True)
-    inside = (torch.cumsum(values, -1) - values) < tau
+    order = np.argsort(-probs, axis=-1, kind="stable")  # descending, ties in index order
+    values = np.take_along_axis(probs, order, axis=-1)
+    inside = (np.cumsum(values, -1) - values) < tau
     inside[..., 0] = True
-    return torch.zeros_like(inside).scatter_(-1, order, inside)
+    mask = np.zeros_like(inside)
+    np.put_along_axis(mask, order, inside, axis=-1)
+    return mask
 
 
 def nucleus_set(p_gt: Sequence[float], tau: float) -> set[int]:
@@ -78,7 +81,6 @@ def bat_reject_set(
     others come back not rejected). Returns (rejected: bool array, failures: indices whose LP did not solve;
     never counted as accept or reject).
     """
-    import numpy as np
     from scipy.optimize import linprog
 
     p = np.asarray(p, dtype=np.float64)

@@ -308,13 +308,11 @@ def model_tbat(
     workers: int = 1,
 ) -> pa.Table:
     """TBAT at sampled positions (`rows`: the same for every model) after each decoding, to Parquet."""
-    import torch  # for the decodings only: TBAT's solver is NumPy and HiGHS
-
     log.info("k = %d (rank of [W^T; 1^T] %d), V = %d: %d positions x %d decodings, %d workers", W.shape[1],
              row_basis(W, settings.rank_tol).shape[0], W.shape[0], len(rows.position), len(decodings), workers)
     tables = []
     for decoding in decodings:
-        probs = decoding(torch.from_numpy(rows.logprobs.astype(np.float64))).exp().numpy()
+        probs = np.exp(decoding(rows.logprobs.astype(np.float64)))
         probs /= probs.sum(1, keepdims=True)
         started = time.perf_counter()
         results = tbat_positions(W, probs, settings, workers=workers, log_every=max(1, len(probs) // 5))

@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
-import torch
 
 from oversmooth.analysis import reference
 from oversmooth.analysis.decoding import nucleus_mask
@@ -25,12 +24,12 @@ from oversmooth.extraction.logit_tables import ROW_GROUP_ROWS
 TIMED = ("TTO", "NSMD", "TV", "KL", "TBAT")
 
 
-def vectorised(tau: float) -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
+def vectorised(tau: float) -> dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]:
     """Each metric from (n, V) log-probabilities, as the pipeline computes it (exp and nucleus included)."""
 
     def with_nucleus(metric):
         def run(logp_bn, logp_gt):
-            p_bn, p_gt = logp_bn.exp(), logp_gt.exp()
+            p_bn, p_gt = np.exp(logp_bn), np.exp(logp_gt)
             return metric(p_bn, p_gt, nucleus_mask(p_gt, tau))
 
         return run
@@ -38,7 +37,7 @@ def vectorised(tau: float) -> dict[str, Callable[[torch.Tensor, torch.Tensor], t
     return {
         "TTO": with_nucleus(tail_token_overassignment),
         "NSMD": with_nucleus(nucleus_set_mass_difference),
-        "TV": lambda a, b: total_variation(a.exp(), b.exp()),
+        "TV": lambda a, b: total_variation(np.exp(a), np.exp(b)),
         "KL": lambda a, b: kl_divergence(b, a),
         "entropy diff": lambda a, b: entropy(a) - entropy(b),
     }
@@ -61,7 +60,7 @@ def seconds(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def time_vectorised(fn, logp_bn: torch.Tensor, logp_gt: torch.Tensor, repeats: int) -> np.ndarray:
+def time_vectorised(fn, logp_bn: np.ndarray, logp_gt: np.ndarray, repeats: int) -> np.ndarray:
     """Seconds per position of `fn` over row groups of positions, once per repeat."""
     chunks = [(logp_bn[i : i + ROW_GROUP_ROWS], logp_gt[i : i + ROW_GROUP_ROWS]) for i in range(0, len(logp_bn), ROW_GROUP_ROWS)]
     fn(*chunks[0])  # warm-up
@@ -80,8 +79,8 @@ def model_timings(
     repeats: int = 5,
 ) -> pd.DataFrame:
     """Per metric: mean and sd of seconds per position, ours and the reference, on the same positions."""
-    t_bn, t_gt = torch.from_numpy(logp_bn.astype(np.float64)), torch.from_numpy(logp_gt.astype(np.float64))
-    p_bn, p_gt = np.exp(logp_bn.astype(np.float64)), np.exp(logp_gt.astype(np.float64))
+    t_bn, t_gt = logp_bn.astype(np.float64), logp_gt.astype(np.float64)
+    p_bn, p_gt = np.exp(t_bn), np.exp(t_gt)
     p_bn /= p_bn.sum(1, keepdims=True)
     rows = []
     ours, ref = vectorised(tau), per_position(tau)

@@ -26,8 +26,8 @@ def head_logprob_chunks(head, weight: torch.Tensor, columns: dict[str, np.ndarra
         h = torch.from_numpy(states[rows])
         yield PositionChunk(
             prompt_id=columns["prompt_id"][rows], position=columns["position"][rows], target=columns["target"][rows],
-            logp_model=torch.log_softmax(head_logits(head, h).double(), -1),
-            logp_reference=torch.log_softmax((h @ weight.T).double(), -1),
+            logp_model=torch.log_softmax(head_logits(head, h).double(), -1).numpy(),
+            logp_reference=torch.log_softmax((h @ weight.T).double(), -1).numpy(),
         )
 
 
@@ -40,6 +40,6 @@ def oversmoothing_against_full(head, weight: torch.Tensor, states: np.ndarray, t
     for chunk in head_logprob_chunks(head, weight, {"prompt_id": index, "position": index, "target": index}, states,
                                      batch_size):
         for name, value in oversmoothing(chunk.logp_model, chunk.logp_reference, tau).items():
-            parts.setdefault(name, []).append(value.numpy())
+            parts.setdefault(name, []).append(value)
     return {name: np.concatenate(chunks) for name, chunks in parts.items()}
 

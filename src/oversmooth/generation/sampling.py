@@ -58,7 +58,8 @@ def sample_seed(seed: int, model: str, method: str, prompt_id: int) -> int:
 
 def draw(logprobs: torch.Tensor, decoding: Decoding, uniforms: torch.Tensor) -> torch.Tensor:
     """One byte (token) per row from the decoded distribution, by inverting its CDF at `uniforms` (B,) in [0, 1)."""
-    probs = decoding(logprobs.double()).exp()
+    decoded = decoding(logprobs.double().cpu().numpy())  # NumPy: one host round trip of (B, V) per step
+    probs = torch.from_numpy(decoded).to(logprobs.device).exp()
     cdf = probs.cumsum(-1)
     x = (uniforms.double() * cdf[:, -1]).unsqueeze(-1)
     return torch.searchsorted(cdf, x, right=True).squeeze(-1).clamp_max(logprobs.size(-1) - 1)

@@ -155,8 +155,6 @@ def position_view(
 ) -> tuple[dict[str, np.ndarray], int, dict[str, str], str]:
     """Figure 4.1's data: each model's distribution at one position, the target, panel titles with
     the metrics (means over ground truths, as the thesis) and the text the models saw."""
-    import torch
-
     from oversmooth.analysis.metrics import oversmoothing
 
     prompts = read_parquet(prompts_path, filters=[("prompt_id", "=", prompt)]).to_pylist()
@@ -169,11 +167,11 @@ def position_view(
     logprobs = {}
     for name, path in logits_paths.items():
         hit = read_parquet(path, filters=[("prompt_id", "=", prompt), ("position", "=", position)])
-        logprobs[name] = torch.tensor(np.asarray(hit.column("logprobs")[0].as_py()), dtype=torch.float64)
+        logprobs[name] = np.asarray(hit.column("logprobs")[0].as_py(), dtype=np.float64)
     target = row["window"][position]
     titles = {}
     for name, lp in logprobs.items():
-        head = f"{name}: p(correct) {lp[target].exp().item():.3f}"
+        head = f"{name}: p(correct) {np.exp(lp[target]):.3f}"
         if name in ground_truths:
             titles[name] = head + " (ground truth)"
             continue
@@ -181,7 +179,7 @@ def position_view(
         mean = {k: float(np.mean([v[k].item() for v in values])) for k in ("tto", "nsmd", "tv", "kl")}
         titles[name] = head + "\nTTO {tto:.3f} · NSMD {nsmd:.3f} · TV {tv:.3f} · KL {kl:.3f}".format(**mean)
     text = (row["context"] + row["window"][:position]).decode("utf-8", errors="replace")
-    return {k: v.exp().numpy() for k, v in logprobs.items()}, int(target), titles, text
+    return {k: np.exp(v) for k, v in logprobs.items()}, int(target), titles, text
 
 
 def read_position_metrics(path: str | os.PathLike, method: str = "pure", columns: Sequence[str] = ("target", "nsmd")) -> pd.DataFrame:

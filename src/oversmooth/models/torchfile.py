@@ -1,0 +1,83 @@
+"""A trained model's tensors as NumPy arrays, read from its checkpoint without importing torch.
+
+A file written by `torch.save` (its zip format, torch >= 1.6) is a pickle, `data.pkl`, whose tensors point at raw
+storages, `data/<key>`, in the same archive. The CPU analysis jobs (TBAT, the metrics' timings) need one matrix of a
+trained model; reading it this way spares each of them the second of importing torch. Only what
+`torch.load(..., weights_only=True)` accepts of our checkpoints is read (dicts, tensors, numbers, strings); anything
+else is refused by name. `tests/test_torchfile.py` checks every array against `torch.load`.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import os
+import pickle
+import zipfile
+
+import numpy as np
+
+STORAGE_DTYPES = {
+    "FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16, "BFloat16Storage": np.uint16,
+    "LongStorage": np.int64, "IntStorage": np.int32, "ShortStorage": np.int16, "CharStorage": np.int8,
+    "ByteStorage": np.uint8, "BoolStorage": np.bool_,
+}
+OUTPUT_MATRIX = "head.out.weight"  # GPT.output_matrix(): W, (256 x k)
+
+
+class CheckpointReadError(ValueError):
+    """A checkpoint that this reader cannot read without torch (the message names the file and what it holds)."""
+
+
+def read_output_matrix(path: str | os.PathLike) -> np.ndarray:
+    """W of a trained model (`best.pt`), as `load_model(path).output_matrix()` gives it, in float64."""
+    weights = read_checkpoint(path).get("model", {})
+    if OUTPUT_MATRIX not in weights:
+        raise CheckpointReadError(f"{path}: no '{OUTPUT_MATRIX}' among the model's weights; is it a trained GPT?")
+    return weights[OUTPUT_MATRIX].astype(np.float64)
+
+
+def read_checkpoint(path: str | os.PathLike) -> dict:
+    """The object `torch.save` wrote to `path`, every tensor an ndarray (bfloat16 widened exactly to float32)."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as error:
+        raise CheckpointReadError(f"{path}: not a torch checkpoint in the zip format ({error})") from None
+    with archive:
+        pickles = [name for name in archive.namelist() if name.endswith("/data.pkl")]
+        if len(pickles) != 1:
+            raise CheckpointReadError(f"{path}: expected one data.pkl in the archive, found {len(pickles)}")
+        root = pickles[0][: -len("data.pkl")]
+        if root + "byteorder" in archive.namelist() and archive.read(root + "byteorder") != b"little":
+            raise CheckpointReadError(f"{path}: written on a big-endian machine")
+        return _ArrayUnpickler(archive, root, path).load()
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    def __init__(self, archive: zipfile.ZipFile, root: str, path: str | os.PathLike):
+        super().__init__(io.BytesIO(archive.read(root + "data.pkl")))
+        self.archive, self.root, self.path = archive, root, path
+
+    def find_class(self, module: str, name: str):
+        if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
+            return _rebuild_tensor
+        if (module, name) == ("collections", "OrderedDict"):
+            return collections.OrderedDict
+        if module == "torch" and name in STORAGE_DTYPES:
+            return name  # a storage's type, resolved by persistent_load
+        raise CheckpointReadError(f"{self.path}: holds {module}.{name}, which cannot be read without torch")
+
+    def persistent_load(self, pid: tuple) -> np.ndarray:
+        kind, storage_type, key, _location, numel = pid
+        if kind != "storage" or storage_type not in STORAGE_DTYPES:
+            raise CheckpointReadError(f"{self.path}: unknown storage {pid[:2]}")
+        values = np.frombuffer(self.archive.read(f"{self.root}data/{key}"), dtype=STORAGE_DTYPES[storage_type])
+        if storage_type == "BFloat16Storage":  # the top half of a float32's bits
+            values = (values.astype(np.uint32) << 16).view(np.float32)
+        return values[:numel]
+
+
+def _rebuild_tensor(storage: np.ndarray, offset: int, size: tuple, stride: tuple, *_unused) -> np.ndarray:
+    """A tensor's values: `size` elements of the storage from `offset`, `stride` elements apart, copied."""
+    strides = [step * storage.itemsize for step in stride]
+    return np.lib.stride_tricks.as_strided(storage[offset:], shape=size, strides=strides, writeable=False).copy()

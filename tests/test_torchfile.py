@@ -1,0 +1,51 @@
+"""A checkpoint's tensors read without torch equal what torch.load gives."""
+
+import numpy as np
+import pytest
+import torch
+
+from oversmooth.models.checkpoints import load_model, save_torch
+from oversmooth.models.model import GPT, GPTConfig
+from oversmooth.models.torchfile import CheckpointReadError, read_checkpoint, read_output_matrix
+
+
+def test_the_output_matrix_is_the_loaded_model_s(tmp_path):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=16, n_layer=1, n_head=2, n_embd=32, bottleneck=4)).eval()
+    path = tmp_path / "best.pt"
+    save_torch({"name": "bn-4", "model_config": model.config.to_dict(), "model": model.state_dict()}, path)
+    W = read_output_matrix(path)
+    assert W.dtype == np.float64 and W.shape == (256, 4)
+    assert np.array_equal(W, load_model(path).output_matrix().detach().double().numpy())
+    weights = read_checkpoint(path)["model"]
+    for name, tensor in load_model(path).state_dict().items():  # every weight, not only W
+        assert np.array_equal(weights[name], tensor.numpy()), name
+
+
+def test_dtypes_views_offsets_and_shared_storages_come_back_as_torch_loads_them(tmp_path):
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    payload = {
+        "transposed": base.t(), "sliced": base[1:, 2:5], "base": base,  # views of one storage: strides, offsets
+        "bf16": torch.tensor([1.5, -2.25, 3e-3, 1e30], dtype=torch.bfloat16),
+        "half": torch.tensor([0.1, 2.0], dtype=torch.float16), "long": torch.tensor([2**40, -3]),
+        "mask": torch.tensor([True, False]), "scalar": torch.tensor(7.5, dtype=torch.float64),
+        "meta": {"name": "bn-4", "step": 3, "loss": 2.5},
+    }
+    save_torch(payload, tmp_path / "x.pt")
+    ours, theirs = read_checkpoint(tmp_path / "x.pt"), torch.load(tmp_path / "x.pt", weights_only=True)
+    for name in ("transposed", "sliced", "base", "half", "long", "mask", "scalar"):
+        assert np.array_equal(ours[name], theirs[name].numpy()) and ours[name].dtype == theirs[name].numpy().dtype, name
+    assert np.array_equal(ours["bf16"], theirs["bf16"].float().numpy())  # widened exactly
+    assert ours["meta"] == payload["meta"]
+
+
+def test_what_cannot_be_read_without_torch_is_named(tmp_path):
+    save_torch({"device": torch.device("cpu")}, tmp_path / "device.pt")
+    with pytest.raises(CheckpointReadError, match=r"device.pt: holds torch.device"):
+        read_checkpoint(tmp_path / "device.pt")
+    (tmp_path / "plain.pt").write_bytes(b"not a zip")
+    with pytest.raises(CheckpointReadError, match="plain.pt: not a torch checkpoint"):
+        read_checkpoint(tmp_path / "plain.pt")
+    save_torch({"model": {"wte.weight": torch.zeros(2)}}, tmp_path / "headless.pt")
+    with pytest.raises(CheckpointReadError, match="no 'head.out.weight'"):
+        read_output_matrix(tmp_path / "headless.pt")
