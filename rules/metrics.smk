@@ -17,7 +17,7 @@ rule oversmoothing_metrics:
         chunk=lambda w: config["tokens"]["metrics_batch_size"] if is_token_model(w.model) else None,
         decoding=lambda w: decoding_for(w.model),
         seed=config["seed"],
-    threads: config["resources"]["metrics_threads"]
+    threads: lambda w: config["resources"]["metrics_threads"] if is_token_model(w.model) else 1  # bytes: NumPy, one thread
     resources:
         **job_resources("cpu"),
     log:

@@ -148,6 +148,46 @@ def test_analysis_table_and_figure_jobs_do_not_import_torch(script):
     assert result.stdout.strip() == "[]", f"{script} imports {result.stdout.strip()}"
 
 
+ANALYSIS_WITHOUT_TORCH = """
+import sys
+import numpy as np
+from oversmooth.analysis.decoding import decodings_from_config
+from oversmooth.analysis.metrics import PositionChunk, write_position_metrics
+from oversmooth.analysis.tbat import TBATSettings, model_tbat
+from oversmooth.analysis.timing import model_timings
+from oversmooth.extraction.logit_tables import SampledRows
+from oversmooth.models.torchfile import read_output_matrix
+
+out, checkpoint = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(0)
+logp = np.log(rng.dirichlet(np.full(256, 0.3), size=(2, 12)))
+decodings = decodings_from_config({"methods": ["pure", "greedy", "top_k", "top_p", "temperature"], "top_k": 5,
+                                   "top_p": 0.9, "temperature": 0.8})
+ids = np.arange(12)
+write_position_metrics([PositionChunk(ids, ids, ids, logp[0], logp[1])], out + "/m.parquet", decodings, 0.9, 1e-6)
+W = read_output_matrix(checkpoint)
+model_tbat(W, SampledRows(ids[:3], ids[:3], logp[0, :3]), out + "/t.parquet", decodings[:2], TBATSettings())
+model_timings(W, logp[0], logp[1], tau=0.9, tbat=TBATSettings(), reference_positions=2, tbat_reference_positions=1,
+              repeats=2)
+print(sorted(m for m in ("torch", "transformers") if m in sys.modules))
+"""
+
+
+def test_the_byte_track_s_metrics_tbat_and_timings_run_without_torch(tmp_path):
+    """Not only the scripts' imports: the library calls of those jobs, run in a fresh Python, load no torch (a lazy
+    `import torch` in a function they call would)."""
+    from oversmooth.models.checkpoints import save_torch
+    from oversmooth.models.model import GPT, GPTConfig
+
+    model = GPT(GPTConfig(block_size=8, n_layer=1, n_head=1, n_embd=16, bottleneck=4))
+    save_torch({"model_config": model.config.to_dict(), "model": model.state_dict()}, tmp_path / "best.pt")
+    result = subprocess.run([sys.executable, "-c", ANALYSIS_WITHOUT_TORCH, str(tmp_path), str(tmp_path / "best.pt")],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+    assert (tmp_path / "m.parquet").exists() and (tmp_path / "t.parquet").exists()
+
+
 def test_every_workflow_script_imports_what_it_names():
     """A moved library function breaks its scripts only when their job runs; import them all here, in one Python."""
     imports = [script_imports(path, nested=True) for path in sorted(SCRIPTS.glob("*.py"))]

@@ -1,5 +1,7 @@
 """A checkpoint's tensors read without torch equal what torch.load gives."""
 
+import zipfile
+
 import numpy as np
 import pytest
 import torch
@@ -49,3 +51,14 @@ def test_what_cannot_be_read_without_torch_is_named(tmp_path):
     save_torch({"model": {"wte.weight": torch.zeros(2)}}, tmp_path / "headless.pt")
     with pytest.raises(CheckpointReadError, match="no 'head.out.weight'"):
         read_output_matrix(tmp_path / "headless.pt")
+
+
+def test_a_truncated_storage_is_named_not_read_past(tmp_path):
+    save_torch({"w": torch.arange(64, dtype=torch.float32)}, tmp_path / "whole.pt")
+    with zipfile.ZipFile(tmp_path / "whole.pt") as whole, zipfile.ZipFile(tmp_path / "cut.pt", "w") as cut:
+        for item in whole.infolist():
+            data = whole.read(item)
+            cut.writestr(item, data[: len(data) // 2] if item.filename.endswith("/data/0") else data)
+    assert np.array_equal(read_checkpoint(tmp_path / "whole.pt")["w"], np.arange(64, dtype=np.float32))
+    with pytest.raises(CheckpointReadError, match="cut.pt: storage 0 holds 32 values, not 64"):
+        read_checkpoint(tmp_path / "cut.pt")

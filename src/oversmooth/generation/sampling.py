@@ -58,7 +58,7 @@ def sample_seed(seed: int, model: str, method: str, prompt_id: int) -> int:
 
 def draw(logprobs: torch.Tensor, decoding: Decoding, uniforms: torch.Tensor) -> torch.Tensor:
     """One byte (token) per row from the decoded distribution, by inverting its CDF at `uniforms` (B,) in [0, 1)."""
-    decoded = decoding(logprobs.double().cpu().numpy())  # NumPy: one host round trip of (B, V) per step
+    decoded = decoding(logprobs.double().cpu().numpy())  # NumPy, on the host: the rows come back where they were
     probs = torch.from_numpy(decoded).to(logprobs.device).exp()
     cdf = probs.cumsum(-1)
     x = (uniforms.double() * cdf[:, -1]).unsqueeze(-1)

@@ -2,9 +2,9 @@
 
 A file written by `torch.save` (its zip format, torch >= 1.6) is a pickle, `data.pkl`, whose tensors point at raw
 storages, `data/<key>`, in the same archive. The CPU analysis jobs (TBAT, the metrics' timings) need one matrix of a
-trained model; reading it this way spares each of them the second of importing torch. Only what
-`torch.load(..., weights_only=True)` accepts of our checkpoints is read (dicts, tensors, numbers, strings); anything
-else is refused by name. `tests/test_torchfile.py` checks every array against `torch.load`.
+trained model; reading it this way spares each of them the second of importing torch. What our checkpoints hold is
+read (dicts, tensors of the usual dtypes, numbers, strings: a subset of what `torch.load(..., weights_only=True)`
+accepts); anything else is refused by name. `tests/test_torchfile.py` checks every array against `torch.load`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ class CheckpointReadError(ValueError):
 
 def read_output_matrix(path: str | os.PathLike) -> np.ndarray:
     """W of a trained model (`best.pt`), as `load_model(path).output_matrix()` gives it, in float64."""
-    weights = read_checkpoint(path).get("model", {})
+    payload = read_checkpoint(path)
+    weights = payload.get("model", {}) if isinstance(payload, dict) else {}
     if OUTPUT_MATRIX not in weights:
         raise CheckpointReadError(f"{path}: no '{OUTPUT_MATRIX}' among the model's weights; is it a trained GPT?")
     return weights[OUTPUT_MATRIX].astype(np.float64)
@@ -57,10 +58,11 @@ class _ArrayUnpickler(pickle.Unpickler):
     def __init__(self, archive: zipfile.ZipFile, root: str, path: str | os.PathLike):
         super().__init__(io.BytesIO(archive.read(root + "data.pkl")))
         self.archive, self.root, self.path = archive, root, path
+        self.storages: dict[str, np.ndarray] = {}  # by key: the tensors that share one are read once
 
     def find_class(self, module: str, name: str):
         if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
-            return _rebuild_tensor
+            return self.rebuild_tensor
         if (module, name) == ("collections", "OrderedDict"):
             return collections.OrderedDict
         if module == "torch" and name in STORAGE_DTYPES:
@@ -68,16 +70,22 @@ class _ArrayUnpickler(pickle.Unpickler):
         raise CheckpointReadError(f"{self.path}: holds {module}.{name}, which cannot be read without torch")
 
     def persistent_load(self, pid: tuple) -> np.ndarray:
-        kind, storage_type, key, _location, numel = pid
+        kind, storage_type, key, _location, numel = pid  # the location (a device) does not matter to NumPy
         if kind != "storage" or storage_type not in STORAGE_DTYPES:
             raise CheckpointReadError(f"{self.path}: unknown storage {pid[:2]}")
-        values = np.frombuffer(self.archive.read(f"{self.root}data/{key}"), dtype=STORAGE_DTYPES[storage_type])
-        if storage_type == "BFloat16Storage":  # the top half of a float32's bits
-            values = (values.astype(np.uint32) << 16).view(np.float32)
-        return values[:numel]
+        if key not in self.storages:
+            values = np.frombuffer(self.archive.read(f"{self.root}data/{key}"), dtype=STORAGE_DTYPES[storage_type])
+            if storage_type == "BFloat16Storage":  # the top half of a float32's bits
+                values = (values.astype(np.uint32) << 16).view(np.float32)
+            if len(values) < numel:
+                raise CheckpointReadError(f"{self.path}: storage {key} holds {len(values)} values, not {numel}")
+            self.storages[key] = values[:numel]
+        return self.storages[key]
 
-
-def _rebuild_tensor(storage: np.ndarray, offset: int, size: tuple, stride: tuple, *_unused) -> np.ndarray:
-    """A tensor's values: `size` elements of the storage from `offset`, `stride` elements apart, copied."""
-    strides = [step * storage.itemsize for step in stride]
-    return np.lib.stride_tricks.as_strided(storage[offset:], shape=size, strides=strides, writeable=False).copy()
+    def rebuild_tensor(self, storage: np.ndarray, offset: int, size: tuple, stride: tuple, *_unused) -> np.ndarray:
+        """A tensor's values: `size` elements of the storage from `offset`, `stride` elements apart, copied."""
+        last = offset + sum((n - 1) * step for n, step in zip(size, stride))
+        if 0 not in size and not 0 <= offset <= last < len(storage):
+            raise CheckpointReadError(f"{self.path}: a tensor of size {tuple(size)} reaches past its storage")
+        strides = [step * storage.itemsize for step in stride]
+        return np.lib.stride_tricks.as_strided(storage[offset:], shape=size, strides=strides, writeable=False).copy()
