@@ -79,15 +79,15 @@ def model_timings(
     repeats: int = 5,
 ) -> pd.DataFrame:
     """Per metric: mean and sd of seconds per position, ours and the reference, on the same positions."""
-    t_bn, t_gt = logp_bn.astype(np.float64), logp_gt.astype(np.float64)
-    p_bn, p_gt = np.exp(t_bn), np.exp(t_gt)
+    logp_bn, logp_gt = logp_bn.astype(np.float64), logp_gt.astype(np.float64)
+    p_bn, p_gt = np.exp(logp_bn), np.exp(logp_gt)
     p_bn /= p_bn.sum(1, keepdims=True)
     rows = []
     ours, ref = vectorised(tau), per_position(tau)
     m = min(reference_positions, len(p_bn))
     bn_lists, gt_lists = p_bn[:m].tolist(), p_gt[:m].tolist()
     for name in TIMED[:4]:
-        fast = time_vectorised(ours[name], t_bn, t_gt, repeats)
+        fast = time_vectorised(ours[name], logp_bn, logp_gt, repeats)
         slow = np.array([seconds(lambda a=a, b=b, fn=ref[name]: fn(a, b)) for a, b in zip(bn_lists, gt_lists)])
         rows.append(_row(name, fast, slow))
     solver = BATSolver(W, tbat)
