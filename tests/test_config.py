@@ -30,6 +30,25 @@ def test_shipped_configs_are_valid(repo, names):
     assert config["data"]["sources"]
 
 
+def _leaves(tree, prefix=""):
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from _leaves(value, f"{prefix}.{key}" if prefix else key)
+    else:
+        yield prefix, tree
+
+
+@pytest.mark.parametrize("name", ["thesis.yaml", "pilot.yaml"])
+def test_a_cluster_config_inherits_nothing_from_the_demo(repo, name):
+    """`--configfile config/thesis.yaml` overlays the demo's config.yaml: a setting the overlay leaves out takes the
+    demo's value, not the schema's default. A cluster config must set every setting the demo sets apart from its
+    default (tokens.sampling.methods once came out as the demo's two methods at thesis scale)."""
+    overlaid = dict(_leaves(load_config(repo / "config" / "config.yaml", repo / "config" / name)))
+    alone = dict(_leaves(load_config(repo / "config" / name)))
+    inherited = {key: overlaid.get(key) for key in set(overlaid) | set(alone) if overlaid.get(key) != alone.get(key)}
+    assert not inherited, f"{name} takes these settings from config.yaml's demo: {inherited}"
+
+
 def test_negative_window_is_rejected_naming_the_key(repo):
     config = _default(repo)
     config["eval"]["window"] = -5

@@ -164,7 +164,7 @@ def test_a_stale_number_is_named_with_its_file_line_and_setting(settings, config
     claims = setting_claims(stale, "docs/stages.md", set(settings))
     assert [(c.scope, c.number) for c in claims] == [("default", 2000), ("the demo", 1000)]
     assert mismatches(claims, configs, settings) == [
-        "docs/stages.md:1: tbat.positions is 250 in the demo, the text says 1000"]
+        "docs/stages.md:1: tbat.positions is 100 in the demo, the text says 1000"]
 
 
 @pytest.mark.parametrize("text, expected", [
