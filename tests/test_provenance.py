@@ -127,8 +127,8 @@ def test_analysis_jobs_do_not_run_plotting_training_or_corpus_code():
 # the CPU analysis jobs (the byte track's metrics, TBAT and timings: a token-track head's jobs import torch in their
 # own branch, to run the head) and the table and figure jobs: torch costs each ~1 CPU-s to import
 TORCH_FREE_SCRIPTS = FIGURE_SCRIPTS | {
-    "metrics_table", "quality_table", "sample_table", "table_3_1", "loss_matched",
-    "oversmoothing_metrics", "tbat", "time_metrics"}
+    "metrics_table", "quality_table", "sample_table", "table_3_1", "loss_matched", "table_7_3", "table_godey_anisotropy",
+    "table_i_1", "findings", "oversmoothing_metrics", "tbat", "time_metrics"}
 
 
 def script_imports(path: Path, nested: bool = False) -> str:

@@ -2,8 +2,8 @@
 
 import pandas as pd
 
-from oversmooth.analysis.rank import table_7_3
 from oversmooth.core.job import workflow_job
+from oversmooth.reporting.rank_report import table_7_3
 from oversmooth.reporting.seeds import write_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)

@@ -2,7 +2,8 @@
 
 - `truncated_head`: the best rank-r approximation of a head's output matrix (Eckart–Young), the thesis §7.1
   "SVD-imposed bottleneck"; `svd_checkpoint` writes it as a model like any other.
-- `representations`, `rank_table`, `table_7_3`: effective ranks of a model's representations (thesis §7.2).
+- `representations`, `rank_table`: effective ranks of a model's representations (thesis §7.2; Table 7.3 is built
+  from them by `reporting.rank_report`).
 - `ngram_counts`, `ngram_rank_rows`: the rank of the data's n-gram log-probability matrix.
 - `layer_anisotropy`: anisotropy of each layer's representations.
 """
@@ -12,11 +13,11 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import torch
 
 from oversmooth.core.io import read_parquet
+from oversmooth.core.labels import REPRESENTATION_LABELS
 from oversmooth.core.spectra import (
     anisotropy,
     effective_rank,
@@ -67,7 +68,7 @@ def svd_checkpoint(source: str | os.PathLike, rank: int, out: str | os.PathLike,
     return record
 
 
-REPRESENTATIONS = ("logits", "probabilities", "post_bottleneck", "pre_bottleneck")
+REPRESENTATIONS = tuple(REPRESENTATION_LABELS)
 
 
 def representations(hidden_path: str | os.PathLike, checkpoint: str | os.PathLike, positions: int) -> dict[str, np.ndarray]:
@@ -104,27 +105,6 @@ def rank_table(matrices: dict[str, np.ndarray], threshold: float) -> list[dict]:
             "dim": matrices[name].shape[1],
         })
     return rows
-
-
-REPRESENTATION_LABELS = {
-    "logits": "Logits",
-    "probabilities": "Probabilities",
-    "post_bottleneck": "Post-bottleneck",
-    "pre_bottleneck": "Pre-bottleneck",
-}
-
-
-def table_7_3(ranks: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """One row per model: the effective rank of each representation, then the threshold ranks (Table 7.3)."""
-    rows = []
-    for model, frame in ranks.items():
-        frame = frame.set_index("representation")
-        row = {"model": model, "positions": int(frame["positions"].iloc[0])}
-        for column, label in (("effective_rank", "effective rank"), ("threshold_rank", "threshold rank")):
-            for name in REPRESENTATIONS:
-                row[f"{REPRESENTATION_LABELS[name]} {label}"] = frame.loc[name, column]
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -227,10 +207,3 @@ def layer_anisotropy(checkpoint: str | os.PathLike, prompts: pa.Table, n_vectors
         rows.append({"layer": depth, "representation": name, "anisotropy": anisotropy(vectors),
                      "vectors": len(vectors), "dim": vectors.shape[1]})
     return rows
-
-
-def anisotropy_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """One row per model and representation (long format: models differ in depth)."""
-    return pd.concat([frame.assign(model=model) for model, frame in frames.items()], ignore_index=True)[
-        ["model", "layer", "representation", "anisotropy", "vectors", "dim"]
-    ]
