@@ -128,7 +128,7 @@ def test_analysis_jobs_do_not_run_plotting_training_or_corpus_code():
 # own branch, to run the head) and the table and figure jobs: torch costs each ~1 CPU-s to import
 TORCH_FREE_SCRIPTS = FIGURE_SCRIPTS | {
     "metrics_table", "quality_table", "sample_table", "table_3_1", "loss_matched", "table_7_3", "table_godey_anisotropy",
-    "table_i_1", "findings", "oversmoothing_metrics", "tbat", "time_metrics"}
+    "table_i_1", "table_b", "findings", "oversmoothing_metrics", "tbat", "time_metrics"}
 
 
 def script_imports(path: Path, nested: bool = False) -> str:

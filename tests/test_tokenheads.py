@@ -1,6 +1,9 @@
 """Rank-k heads on a frozen token-level LM, on `tiny_token_lm` (conftest: a random Llama over 300 tokens, hidden
 size 32, saved with `save_pretrained`)."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -215,14 +218,33 @@ def test_token_samples_continue_the_prompt_tokens_reproducibly(cached, tiny_toke
 
 
 def test_the_unargmaxable_token_table_counts_the_corpus_tokens_a_head_can_never_predict(tiny_token_lm):
-    from oversmooth.analysis.tokenheads import unargmaxable_token_table
     from oversmooth.models.causallm import load_tokenizer
+    from oversmooth.models.tokentext import token_text
+    from oversmooth.reporting.argmax_report import unargmaxable_token_table
 
     tokenizer = load_tokenizer(tiny_token_lm)
     record = {"model": "tok-svd-r2", "k": 2, "n_rows": 8, "argmaxable": [0, 1, 2], "unargmaxable": [3, 4, 5, 6, 7],
               "duplicates": [6, 7], "failed": [], "seconds": 1.5}
     targets = np.array([0, 1, 4, 4, 4, 5, 3, 3, 0, 2])  # token 4 three times, 3 twice, 5 once; 6, 7 never
-    row = unargmaxable_token_table([record], targets, tokenizer, top_n=2).iloc[0]
+    row = unargmaxable_token_table([record], targets, token_text(tiny_token_lm), top_n=2).iloc[0]
     assert (row["kind"], row["k"], row["n_argmaxable"], row["n_unargmaxable"], row["n_duplicated"]) == ("svd", 2, 3, 5, 2)
     assert row["corpus_tokens"] == 10 and row["corpus_share_never_argmax"] == pytest.approx(0.6)
     assert row["most_frequent_never_argmax"] == f"{tokenizer.decode([4])!r}×3 {tokenizer.decode([3])!r}×2"
+
+
+def test_token_text_reads_every_token_as_transformers_decodes_it_without_torch(tiny_token_lm, tmp_path):
+    from oversmooth.models.causallm import load_tokenizer
+    from oversmooth.models.tokentext import token_text
+
+    tokenizer, text = load_tokenizer(tiny_token_lm), token_text(tiny_token_lm)
+    assert tokenizer.bos_token_id is not None  # a special token, which the table shows as transformers does
+    assert [text(t) for t in range(len(tokenizer))] == [tokenizer.decode([t]) for t in range(len(tokenizer))]
+    probe = ("import sys\nfrom oversmooth.models.tokentext import token_text\n"
+             f"print(repr(token_text({str(tiny_token_lm)!r})(0)), 'torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.strip() == f"{tokenizer.decode([0])!r} False"
+    with pytest.raises(FileNotFoundError, match=r"tokens\.source"):
+        token_text(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="tokenizer.json"):
+        token_text(tmp_path)
+

@@ -31,11 +31,9 @@ from dataclasses import dataclass, field
 
 import highspy
 import numpy as np
-import pandas as pd
 import torch
 
 from oversmooth.core.logs import get_logger
-from oversmooth.data.bytenames import byte_name
 
 log = get_logger("argmax")
 
@@ -430,22 +428,3 @@ def report_record(model: str, report: ArgmaxReport, k: int) -> dict:
         "seconds_approx": round(report.seconds_approx, 3),
         "seconds_exact": round(report.seconds_exact, 3),
     }
-
-
-def table_b(records: list[dict]) -> pd.DataFrame:
-    """Thesis Tables B.1/B.2 in one: exact and approximate counts and byte names per bottleneck."""
-    def names(bytes_):
-        return " ".join(byte_name(b) for b in bytes_)
-
-    return pd.DataFrame(
-        [
-            {
-                "bottleneck": r["k"], "model": r["model"],
-                "n_unargmaxable": len(r["unargmaxable"]), "unargmaxable": names(r["unargmaxable"]),
-                "n_beyond_norm": len(r["beyond_norm"]),
-                "n_flagged_approx": len(r["flagged_approx"]), "flagged_approx": names(r["flagged_approx"]),
-                "n_false_flags": len(r["cleared_with_witness"]), "n_failed": len(r["failed"]),
-            }
-            for r in records
-        ]
-    )

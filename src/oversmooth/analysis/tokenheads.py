@@ -24,12 +24,10 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import torch
 import torch.nn.functional as F
 
-from oversmooth.core.catalog import token_head_parts
 from oversmooth.core.io import ParquetInput, atomic_path, write_parquet
 from oversmooth.extraction.logit_tables import SampledRows, sample_positions
 from oversmooth.models.lowrank import LowRankHead
@@ -129,24 +127,4 @@ def head_logits(head, h: torch.Tensor) -> torch.Tensor:
     """Logits of a head (a module) or of a matrix W (V x d, to multiply) on states h."""
     return h @ head.T if isinstance(head, torch.Tensor) else head(h)
 
-
-def unargmaxable_token_table(records: list[dict], targets: np.ndarray, tokenizer, top_n: int = 12) -> pd.DataFrame:
-    """Per head (a `argmax.vertex_record`): how many tokens can and cannot be the argmax, the share of the corpus
-    tokens `targets` (the cached training text's next tokens) that can never be, and the most frequent of those
-    tokens there, each with its count."""
-    rows = []
-    for record in records:
-        counts = np.bincount(targets, minlength=record["n_rows"])
-        never = np.asarray(record["unargmaxable"], dtype=np.int64)
-        order = never[np.argsort(-counts[never], kind="stable")]
-        frequent = [t for t in order[:top_n] if counts[t] > 0]
-        kind, rank = token_head_parts(record["model"])
-        rows.append({
-            "model": record["model"], "kind": kind, "k": rank, "vocabulary": record["n_rows"],
-            "n_argmaxable": len(record["argmaxable"]), "n_unargmaxable": len(never),
-            "n_duplicated": len(record["duplicates"]), "n_failed": len(record["failed"]),
-            "corpus_tokens": int(counts.sum()), "corpus_share_never_argmax": float(counts[never].sum() / counts.sum()),
-            "most_frequent_never_argmax": " ".join(f"{tokenizer.decode([int(t)])!r}×{counts[t]}" for t in frequent),
-        })  # the time stays in the record: a table holds only what the same config reproduces
-    return pd.DataFrame(rows)
 
