@@ -200,3 +200,10 @@ def test_layer_states_and_anisotropy_of_a_saved_model(tmp_path):
     assert [r["representation"] for r in rows] == list(states)
     assert all(r["vectors"] == 50 and -1 <= r["anisotropy"] <= 1 for r in rows)
     assert rows == layer_anisotropy(tmp_path / "model.pt", prompts, n_vectors=50, seed=0)  # seeded
+
+
+def test_table_7_3_labels_every_representation_rank_measures_in_its_order():
+    from oversmooth.analysis.rank import REPRESENTATIONS
+    from oversmooth.reporting.rank_report import REPRESENTATION_LABELS
+
+    assert tuple(REPRESENTATION_LABELS) == REPRESENTATIONS

@@ -17,7 +17,6 @@ import pyarrow as pa
 import torch
 
 from oversmooth.core.io import read_parquet
-from oversmooth.core.labels import REPRESENTATION_LABELS
 from oversmooth.core.spectra import (
     anisotropy,
     effective_rank,
@@ -68,7 +67,7 @@ def svd_checkpoint(source: str | os.PathLike, rank: int, out: str | os.PathLike,
     return record
 
 
-REPRESENTATIONS = tuple(REPRESENTATION_LABELS)
+REPRESENTATIONS = ("logits", "probabilities", "post_bottleneck", "pre_bottleneck")
 
 
 def representations(hidden_path: str | os.PathLike, checkpoint: str | os.PathLike, positions: int) -> dict[str, np.ndarray]:

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from oversmooth.core.labels import REPRESENTATION_LABELS
+# The representations whose ranks thesis §7.2 measures, in Table 7.3's order: `analysis.rank.REPRESENTATIONS` (a test
+# holds the two together; neither module imports the other, so an edit to one reruns only its own jobs)
+REPRESENTATION_LABELS = {
+    "logits": "Logits",
+    "probabilities": "Probabilities",
+    "post_bottleneck": "Post-bottleneck",
+    "pre_bottleneck": "Pre-bottleneck",
+}
 
 
 def table_7_3(ranks: dict[str, pd.DataFrame]) -> pd.DataFrame:
