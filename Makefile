@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CORES ?= all
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-teacher report test dryrun plan profile docs clean
+.PHONY: install demo demo-teacher report test dryrun check plan profile docs clean
 
 install: $(STAMP)
 
@@ -39,6 +39,11 @@ test: install
 
 dryrun: install
 	$(BIN)/snakemake -n all
+
+# What the Snakefile checks before any job, on config files over config/config.yaml, naming the file and line of a
+# YAML error (Snakemake's own message names neither): make check CONFIG="config/thesis.yaml config/cluster.yaml"
+check: install
+	$(BIN)/python -m oversmooth.workflow.config --check $(filter-out config/config.yaml,$(CONFIG))
 
 # The compute plan of a config before submitting it: make plan CONFIG=config/thesis.yaml [PLAN_ARGS="--gpu h100"]
 CONFIG ?= config/config.yaml

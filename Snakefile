@@ -1,11 +1,13 @@
 # oversmooth: how the softmax bottleneck makes byte-level language models oversmooth.
 #   snakemake --cores all all                                  embedded CPU default (config/config.yaml)
 #   snakemake --configfile config/thesis.yaml ... all          thesis scale
+import os
 from pathlib import Path
 
+from snakemake.logging import logger
 from snakemake.utils import min_version
 
-from oversmooth.workflow.config import check_paths, validate_config
+from oversmooth.workflow.config import check_paths, check_run_folder, shared_results_warning, validate_config
 
 min_version("9.0")
 
@@ -18,8 +20,12 @@ configfile: ROOT / "config" / "config.yaml"
 report: "workflow/report/workflow.rst"
 
 
+check_run_folder(ROOT, os.getcwd(), directory_given=workflow.overwrite_workdir is not None)
 validate_config(config, ROOT / "config" / "schema" / "config.schema.yaml")
-check_paths(config)
+for notice in check_paths(config):
+    logger.info(f"note: {notice}")
+if warning := shared_results_warning(config, ROOT, os.getcwd()):
+    logger.warning(f"warning: {warning}")
 
 
 include: "rules/common.smk"

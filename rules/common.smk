@@ -50,7 +50,7 @@ from oversmooth.core.layout import (
 )
 from oversmooth.core.names import pattern
 from oversmooth.core.provenance import library_params
-from oversmooth.data.corpus import reads_the_hub, source_files
+from oversmooth.data.corpus import reads_the_hub, SHARD_DIGESTS, source_files
 from oversmooth.workflow.outputs import (
     FIGURE,
     TOKEN_SUFFIX,
@@ -158,6 +158,16 @@ def checkpoint_input(model):
     if gt is None:
         return {"checkpoint": model_path(model, "best.pt")}
     return {"lm": lm_folder_input(gt["path"])} if gt["kind"] == "token" else {}
+
+
+def shard_inputs(corpus_file=data_path, shards=None):
+    """Byte shards as inputs that follow their content, not their time: each shard `ancient()`, so that a touch, a
+    copy or a rebuild of the same bytes reruns nothing, beside the corpus's small digest file (`shards.sha256`),
+    whose checksum Snakemake compares with the one it recorded when the job last ran: a changed shard changes it.
+    `corpus_file(name)`: a file of the corpus's folder; `shards`: input name -> split (default: train and val)."""
+    shards = shards or {"train": "train", "val": "val"}
+    files = {name: ancient(corpus_file(f"{split}.bin")) for name, split in shards.items()}
+    return {**files, "shard_digests": corpus_file(SHARD_DIGESTS)}
 
 
 def references_of(model):

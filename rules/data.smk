@@ -10,6 +10,7 @@ rule prepare_corpus:
         eval_docs=data_path("eval_docs.parquet"),
         documents=data_path("documents.parquet"),
         manifest=data_path("manifest.json"),
+        digests=data_path(SHARD_DIGESTS),
     params:
         **library_code("prepare_corpus"),
         sources=sources_with_paths(corpus_sources()),
@@ -38,6 +39,7 @@ use rule prepare_corpus as prepare_ground_truth_corpus with:
         eval_docs=corpus_path("{model}", "eval_docs.parquet"),
         documents=corpus_path("{model}", "documents.parquet"),
         manifest=corpus_path("{model}", "manifest.json"),
+        digests=corpus_path("{model}", SHARD_DIGESTS),
     wildcard_constraints:
         model=pattern("ground_truth"),
     params:

@@ -49,7 +49,7 @@ rule effective_rank:
 
 rule ngram_rank:
     input:
-        train=data_path("train.bin"),
+        **shard_inputs(shards={"train": "train"}),
     output:
         output_files("table_godey_ngram_rank"),
     params:

@@ -261,3 +261,113 @@ def test_a_missing_file_of_a_ground_truths_own_corpus_is_named(repo, tmp_path, m
     config["ground_truths"][0]["corpus"] = [{"kind": "files", "paths": ["nowhere/*.txt"]}]
     with pytest.raises(ConfigError, match=r"ground_truths\[0\].corpus\[0\].paths: source 'files0': no file matches"):
         check_paths(validate_config(config))
+
+
+def _model_folder(folder, *names):
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (folder / name).write_text("{}")
+    return folder
+
+
+@pytest.mark.parametrize(("files", "message"), [
+    ((), "ground_truths[2].path: the folder 'gt' holds no model: no config.json; no model.safetensors or"),
+    (("config.json",), "ground_truths[2].path: the folder 'gt' holds no model: no model.safetensors or "
+                       "model.safetensors.index.json or pytorch_model.bin or pytorch_model.bin.index.json"),
+])
+def test_an_hf_ground_truth_whose_folder_holds_no_model_is_named_before_any_job(repo, tmp_path, monkeypatch, files,
+                                                                                  message):
+    """The folder existed, so the run started and other jobs rewrote outputs before transformers' traceback."""
+    monkeypatch.chdir(tmp_path)
+    _model_folder(tmp_path / "gt", *files)
+    config = _default(repo)
+    config["ground_truths"].append({"name": "evabyte", "kind": "hf", "path": "gt"})
+    with pytest.raises(ConfigError, match="cannot be used") as err:
+        check_paths(validate_config(config))
+    assert message in str(err.value)
+
+
+def test_a_model_folder_with_config_and_weights_passes_and_a_token_model_needs_its_tokenizer(repo, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _model_folder(tmp_path / "gt", "config.json", "model.safetensors")
+    config = _default(repo)
+    config["ground_truths"].append({"name": "evabyte", "kind": "hf", "path": "gt"})
+    config["tokens"] = {"source": "gt"}
+    with pytest.raises(ConfigError) as err:
+        check_paths(validate_config(config))
+    assert str(err.value).splitlines()[1:] == [
+        "  tokens.source: the folder 'gt' holds no model: no tokenizer.json or tokenizer_config.json"]
+    (tmp_path / "gt" / "tokenizer.json").write_text("{}")
+    assert check_paths(config) == []
+
+
+def test_a_files_source_whose_files_are_all_empty_is_named_before_any_job(repo, tmp_path, monkeypatch):
+    """It passed the check and the dry run; prepare_corpus then failed, and Snakemake had removed the finished
+    corpus that the job was to replace."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus").mkdir()
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / "corpus" / name).write_bytes(b"")
+    config = _default(repo)
+    config["data"]["sources"] = [{"kind": "files", "paths": ["corpus"]}]
+    with pytest.raises(ConfigError) as err:
+        check_paths(validate_config(config))
+    assert ("data.sources[0].paths: source 'files0': all 2 file(s) are empty (corpus/a.txt, corpus/b.txt)"
+            in str(err.value))
+    assert "do not exist" not in str(err.value)  # the heading once said so over an empty folder
+    (tmp_path / "corpus" / "b.txt").write_text("One document.")
+    assert check_paths(config) == []
+
+
+def test_a_hub_dataset_is_announced_as_checked_at_job_time_and_a_malformed_name_is_named(repo):
+    config = _default(repo)
+    config["data"]["sources"] = [{"kind": "hf", "path": "HuggingFaceFW/fineweb"}]
+    assert check_paths(validate_config(config)) == [
+        "data.sources[0]: the Hub dataset 'HuggingFaceFW/fineweb' is checked when rule prepare_corpus runs (it needs "
+        "the network), not before"]
+    config["data"]["sources"] = [{"kind": "hf", "path": "HuggingFaceFW/fine web"}]
+    with pytest.raises(ConfigError, match=r"data.sources\[0\].path: 'HuggingFaceFW/fine web' is neither a local path"):
+        check_paths(validate_config(config))
+
+
+def test_a_yaml_error_in_an_override_file_names_the_file_and_line(repo, tmp_path):
+    """Snakemake says only `Config file is not valid JSON or YAML`: with two --configfiles the user cannot tell
+    which is broken. `make check CONFIG=...` (this function) names it."""
+    from oversmooth.workflow.config import check_config_files, main
+
+    good, bad = tmp_path / "cluster.yaml", tmp_path / "tau.yaml"
+    good.write_text("resources:\n  account: my-lab\n")
+    bad.write_text("metrics:\n  tau: 0.8\n  kl_epsilon: [1e-6\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(bad))}:4:1: not valid YAML: expected ',' or ']'"):
+        check_config_files(good, bad)
+    (tmp_path / "list.yaml").write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="list.yaml: a config file holds keys at its top level, not a list"):
+        check_config_files(tmp_path / "list.yaml")
+    assert main(["--check", str(good), str(bad)]) == 1
+    assert main(["--check", str(good)]) == 0
+
+
+def test_snakemake_refuses_to_run_in_a_folder_of_the_repository(repo, tmp_path):
+    from oversmooth.workflow.config import check_run_folder
+
+    with pytest.raises(ConfigError, match=r"snakemake runs in .*/src, a folder of the repository: its outputs would "
+                                          r"go to .*/src/results"):
+        check_run_folder(repo, repo / "src", directory_given=False)
+    check_run_folder(repo, repo, directory_given=False)
+    check_run_folder(repo, repo / "runs" / "teacher", directory_given=False)  # make demo-teacher's folder
+    check_run_folder(repo, repo / "src", directory_given=True)  # named on purpose
+    check_run_folder(repo, tmp_path, directory_given=False)
+
+
+def test_a_config_with_another_corpus_or_model_in_the_demo_s_folder_is_warned_about(repo, tmp_path):
+    """The README's thesis commands once wrote into the demo's own results/ without a word."""
+    from oversmooth.workflow.config import shared_results_warning
+
+    thesis = load_config(repo / "config" / "config.yaml", repo / "config" / "thesis.yaml")
+    warning = shared_results_warning(thesis, repo, repo)
+    assert warning.startswith("this config's data and model differ from the demo's")
+    assert "--directory runs/<name>" in warning
+    assert shared_results_warning(thesis, repo, repo / "runs" / "thesis") is None
+    tau = load_config(repo / "config" / "config.yaml")
+    tau["metrics"]["tau"] = 0.8  # the README's change-one-setting example reruns the demo's own results
+    assert shared_results_warning(tau, repo, repo) is None

@@ -60,3 +60,25 @@ def test_a_truncated_parquet_file_is_named_when_opened_or_read(tmp_path):
     with pytest.raises(UnreadableInputError, match=r"damaged\.parquet"):
         list(ParquetInput(damaged).iter_batches())
     assert read_parquet(good).num_rows == 10_000
+
+
+def test_a_temporary_left_by_a_killed_write_is_removed_by_the_next_write_of_that_file(tmp_path):
+    """SIGKILL inside atomic_path runs no `finally`: its hidden temporary stayed beside the output for ever."""
+    import signal
+    import subprocess
+    import sys
+
+    target = tmp_path / "out.parquet"
+    killed = subprocess.Popen([sys.executable, "-c", (
+        "import os, signal, sys\n"
+        "from oversmooth.core.io import atomic_path\n"
+        f"with atomic_path({str(target)!r}) as tmp:\n"
+        "    tmp.write_text('half')\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n")])
+    assert killed.wait(timeout=120) == -signal.SIGKILL
+    stale = [p.name for p in tmp_path.iterdir()]
+    assert len(stale) == 1 and stale[0].startswith(".out.parquet.") and stale[0].endswith(".tmp")
+    (tmp_path / ".other.parquet.x.tmp").write_text("another output's temporary")  # not this output's: kept
+    with atomic_path(target) as tmp:
+        tmp.write_text("done")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.parquet.x.tmp", "out.parquet"]

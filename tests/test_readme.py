@@ -46,7 +46,7 @@ def dry_run_form(command: str) -> str | None:
 
 def test_the_docs_show_the_commands_users_run():
     commands = [c for doc in DOCUMENTS for c in shown_commands((REPO / doc).read_text())]
-    assert "snakemake all --profile profiles/slurm" in commands
+    assert "snakemake all --profile profiles/slurm --directory runs/thesis" in commands
     assert any("--configfile config/thesis.yaml config/cluster.yaml" in c for c in commands)
     assert any(c.startswith("snakemake all") and "--config 'metrics=" in c for c in commands)
 

@@ -128,6 +128,12 @@ def test_changing_a_prompt_setting_reruns_the_prompts_and_their_readers_not_trai
     # a missing model folder passed validation and the dry run, and failed at job time after other jobs
     ("ground_truths:\n  - {name: evabyte, kind: hf, path: /nowhere/EvaByte}\n",
      "ground_truths[0].path: no folder '/nowhere/EvaByte'"),
+    # a folder that holds no model passed too, and other jobs rewrote outputs before transformers' traceback
+    ("ground_truths:\n  - {name: evabyte, kind: hf, path: /}\n",
+     "ground_truths[0].path: the folder '/' holds no model: no config.json"),
+    # files that exist but are empty passed, and the failed data job took the finished corpus with it
+    ("data:\n  sources:\n    - {kind: files, paths: [/dev/null]}\n",
+     "data.sources[0].paths: source 'files0': all 1 file(s) are empty (/dev/null)"),
 ])
 def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path, repo, override, message):
     bad = tmp_path / "bad.yaml"

@@ -11,7 +11,6 @@ def rank_constrained_inputs(wildcards):
     """The source model, the shards, and each bottleneck trained from scratch at one of the SVD ranks."""
     return {
         "source": model_path(svd_source(config), "best.pt"),
-        "train": data_path("train.bin"),
-        "val": data_path("val.bin"),
+        **shard_inputs(),
         "scratch": [model_path(f"bn-{k}", "best.pt") for k in scratch_ranks()],
     }

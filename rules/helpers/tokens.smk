@@ -3,7 +3,7 @@
 
 
 def token_states_inputs(wildcards):
-    text = {"shard": data_path("train.bin")} if wildcards.split == "train" else {"prompts": data_path("prompts.parquet")}
+    text = shard_inputs(shards={"shard": "train"}) if wildcards.split == "train" else {"prompts": data_path("prompts.parquet")}
     return {"lm": token_source_input(), **text}
 
 

@@ -16,14 +16,14 @@ def training_inputs(model, until=None):
     before = [end for end in ends if until is None or end < until]
     if until is not None and until not in ends:
         raise ValueError(f"{model}: no training segment ends at iteration {until} (ends: {ends})")
-    inputs = {split: shard_path(model, split) for split in ("train", "val")}
+    inputs = shard_inputs(lambda name: corpus_file(model, name))
     return {**inputs, "previous": segment_path(model, before[-1])} if before else inputs
 
 
-def shard_path(model, split):
-    """The shard a model trains on: its ground truth's own corpus (a teacher's) if it has one, else the config's."""
+def corpus_file(model, name):
+    """A file of the corpus a model trains on: its ground truth's own (a teacher's) if it has one, else the config's."""
     gt = ground_truth(config, model) if model.startswith("gt-") else {}
-    return corpus_path(model, f"{split}.bin") if gt.get("corpus") else data_path(f"{split}.bin")
+    return corpus_path(model, name) if gt.get("corpus") else data_path(name)
 
 
 def evaluation_inputs(wildcards):

@@ -9,7 +9,7 @@ with log_to_file(smk.log[0]):
     out = smk.output
     build_corpus(
         smk.params.sources,
-        CorpusPaths(out.train, out.val, out.eval_docs, out.documents, out.manifest),
+        CorpusPaths(out.train, out.val, out.eval_docs, out.documents, out.manifest, out.digests),
         seed=smk.params.seed,
         val_fraction=smk.params.val_fraction,
         eval_fraction=smk.params.eval_fraction,

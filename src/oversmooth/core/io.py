@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
@@ -22,11 +23,13 @@ if TYPE_CHECKING:
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; move it onto `path` only if the block succeeds.
 
-    A job killed half-way leaves `path` untouched (absent or the previous version), never half-written.
+    A job killed half-way leaves `path` untouched (absent or the previous version), never half-written. A kill that
+    no `finally` survives (SIGKILL, a node lost) leaves its temporary behind: the next write of `path` removes it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path), suffix=TEMPORARY_SUFFIX, dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     os.chmod(tmp_path, 0o666 & ~_current_umask())  # mkstemp makes 0600; give the file normal permissions
@@ -35,6 +38,24 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp_path, path)
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+TEMPORARY_SUFFIX = ".tmp"
+
+
+def _temporary_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
+    """Remove the temporaries that earlier writes of `path` left (a killed job's); return them. Safe inside a
+    Snakemake job: only the job that makes `path` writes it."""
+    path = Path(path)
+    prefix = _temporary_prefix(path)
+    stale = [p for p in path.parent.glob(f"{glob.escape(prefix)}*{TEMPORARY_SUFFIX}") if p.is_file()]
+    for temporary in stale:
+        temporary.unlink(missing_ok=True)
+    return stale
 
 
 def _current_umask() -> int:

@@ -407,6 +407,9 @@ class _ParquetRows:
         self.writer.close()
 
 
+SHARD_DIGESTS = "shards.sha256"
+
+
 @dataclass(frozen=True)
 class CorpusPaths:
     """Outputs of the data stage."""
@@ -416,6 +419,7 @@ class CorpusPaths:
     eval_docs: Path
     documents: Path
     manifest: Path
+    digests: Path  # the shards' SHA-256 in `sha256sum` format: what the trainings' reruns follow
 
     @classmethod
     def under(cls, folder: str | os.PathLike) -> CorpusPaths:
@@ -426,6 +430,7 @@ class CorpusPaths:
             folder / "eval_docs.parquet",
             folder / "documents.parquet",
             folder / "manifest.json",
+            folder / SHARD_DIGESTS,
         )
 
 
@@ -448,7 +453,7 @@ def build_corpus(
     """
     all_stats = [SourceStats(source_label(s, i), s["kind"], max_bytes=s.get("max_bytes")) for i, s in enumerate(sources)]
     with contextlib.ExitStack() as stack:
-        tmp = {name: stack.enter_context(atomic_path(getattr(paths, name))) for name in ("train", "val", "eval_docs", "documents", "manifest")}
+        tmp = {name: stack.enter_context(atomic_path(getattr(paths, name))) for name in ("train", "val", "eval_docs", "documents", "manifest", "digests")}
         shards = {split: _ShardWriter(tmp[split], separator.encode("utf-8")) for split in ("train", "val")}
         eval_rows = _ParquetRows(tmp["eval_docs"], EVAL_DOCS_SCHEMA)
         doc_rows = _ParquetRows(tmp["documents"], DOCUMENTS_SCHEMA)
@@ -498,11 +503,20 @@ def build_corpus(
             | {"eval": {"path": os.fspath(paths.eval_docs), "documents": eval_rows.count, "bytes": eval_bytes}},
         }
         tmp["manifest"].write_text(json.dumps(manifest, indent=2) + "\n")
+        tmp["digests"].write_text(shard_digests({getattr(paths, split): shards[split].sha.hexdigest() for split in ("train", "val")}))
     log.info(
         "wrote train %d B (%d docs), val %d B (%d docs), eval pool %d B (%d docs)",
         shards["train"].bytes, counts["train"], shards["val"].bytes, counts["val"], eval_bytes, counts["eval"],
     )
     return manifest
+
+
+def shard_digests(digests: Mapping[Path, str]) -> str:
+    """The shards' digests as `sha256sum` writes them (`sha256sum -c shards.sha256` in their folder checks them).
+
+    The trainings take the shards as `ancient()` inputs and this small file as a plain one, whose checksum Snakemake
+    compares: a touched, copied or rebuilt-identical shard retrains nothing, a changed one retrains."""
+    return "".join(f"{digest}  {Path(path).name}\n" for path, digest in digests.items())
 
 
 def _describe(source: Mapping) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -264,49 +265,155 @@ def _check_unique_source_labels(config: Mapping) -> None:
 
 PACKAGED_MODEL = "smollm2"  # a model folder setting that names the packaged SmolLM2 instead of a folder
 
+# What `transformers.from_pretrained` needs in a local model folder: its config and its weights (one file or a sharded
+# index, safetensors or torch); a folder whose model tokenizes text needs its tokenizer too.
+MODEL_CONFIG = "config.json"
+MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+
 
 def _looks_local(path: str) -> bool:
     return os.path.isabs(path) or path.startswith((".", "~"))
 
 
-def check_paths(config: Mapping) -> None:
-    """Every local file or folder the config names must exist before the DAG is built; raise ConfigError naming
-    each setting that names a missing one (else the error comes at job time, after other jobs ran)."""
-    from oversmooth.data.corpus import (  # local import: data imports nothing here
-        DataSourceError,
-        source_files,
-        source_label,
-    )
+def model_folder_problem(path: str, tokenizes: bool) -> str | None:
+    """What a local model folder lacks for `from_pretrained` (None when nothing): the folder, its config.json, its
+    weights, and for a model that tokenizes text its tokenizer."""
+    folder = Path(os.path.expanduser(path))
+    if not folder.is_dir():
+        return f"no folder {path!r} (relative to {os.getcwd()})"
+    wanted = [(MODEL_CONFIG,), MODEL_WEIGHTS, *([TOKENIZER_FILES] if tokenizes else [])]
+    missing = [" or ".join(names) for names in wanted if not any((folder / name).is_file() for name in names)]
+    if missing:
+        return f"the folder {path!r} holds no model: no {'; no '.join(missing)}"
+    return None
 
-    folders = [(f"ground_truths[{i}].path", gt["path"]) for i, gt in enumerate(config["ground_truths"])
+
+def _model_folders(config: Mapping) -> list[tuple[str, str, bool]]:
+    """(config key, folder, whether its model tokenizes text) of every local model folder the config names."""
+    folders = [(f"ground_truths[{i}].path", gt["path"], gt["kind"] == "token") for i, gt in enumerate(config["ground_truths"])
                if gt["kind"] == "hf" or (gt["kind"] == "token" and gt["path"] != PACKAGED_MODEL)]
-    folders += [(key, value) for key, value in (("tokens.source", config["tokens"]["source"]),
-                                                ("quality.perplexity_model", config["quality"]["perplexity_model"]))
-                if value != PACKAGED_MODEL]
-    problems = [f"  {key}: no folder {path!r} (relative to {os.getcwd()})" for key, path in folders
-                if not os.path.isdir(os.path.expanduser(path))]
+    return folders + [(key, config[section][name], True) for key, (section, name) in
+                      (("tokens.source", ("tokens", "source")), ("quality.perplexity_model", ("quality", "perplexity_model")))
+                      if config[section][name] != PACKAGED_MODEL]
+
+
+def _files_source_problem(source: Mapping, label: str) -> str | None:
+    """Why a `files` source cannot give a corpus (None if it can, as far as its files' presence, permissions and
+    sizes tell): no file matches, a file cannot be read, or every file is empty."""
+    from oversmooth.data.corpus import DataSourceError, source_files  # local import: data imports nothing here
+
+    try:
+        files = source_files(source, label)
+    except DataSourceError as err:
+        return str(err)
+    unreadable = [path for path in files if not os.access(path, os.R_OK)]
+    if unreadable:
+        return f"source {label!r}: cannot read {', '.join(unreadable[:3])}{' ...' if len(unreadable) > 3 else ''}"
+    if all(os.path.getsize(path) == 0 for path in files):
+        return f"source {label!r}: all {len(files)} file(s) are empty ({', '.join(files[:3])}{' ...' if len(files) > 3 else ''})"
+    return None
+
+
+def _corpus_problems(config: Mapping) -> tuple[list[str], list[str]]:
+    """(problems, notices) of every corpus source: local files that cannot give a corpus, local paths that do not
+    exist, malformed Hub names; a notice for each Hub dataset, which only the job itself can check."""
+    from oversmooth.data.corpus import source_label  # local import: data imports nothing here
+
     corpora = [("data.sources", config["data"]["sources"])]
     corpora += [(f"ground_truths[{i}].corpus", gt["corpus"]) for i, gt in enumerate(config["ground_truths"]) if gt.get("corpus")]
+    problems, notices = [], []
     for key, sources in corpora:
         for i, source in enumerate(sources):
+            where = f"{key}[{i}]"
             if source["kind"] == "files":
-                try:
-                    source_files(source, source_label(source, i))
-                except DataSourceError as err:
-                    problems.append(f"  {key}[{i}].paths: {err}")
-            elif source["kind"] == "hf" and _looks_local(source["path"]) and not os.path.exists(os.path.expanduser(source["path"])):
-                problems.append(f"  {key}[{i}].path: no such file or folder {source['path']!r}")
+                problem = _files_source_problem(source, source_label(source, i))
+                problems += [f"  {where}.paths: {problem}"] if problem else []
+            elif source["kind"] == "hf" and _looks_local(source["path"]):
+                if not os.path.exists(os.path.expanduser(source["path"])):
+                    problems.append(f"  {where}.path: no such file or folder {source['path']!r}")
+            elif source["kind"] == "hf" and not os.path.exists(os.path.expanduser(source["path"])):
+                if not HUB_NAME.match(source["path"]):
+                    problems.append(f"  {where}.path: {source['path']!r} is neither a local path nor a Hub dataset "
+                                    "name (`owner/name`)")
+                else:
+                    notices.append(f"{where}: the Hub dataset {source['path']!r} is checked when rule prepare_corpus "
+                                   "runs (it needs the network), not before")
+    return problems, notices
+
+
+def check_paths(config: Mapping) -> list[str]:
+    """Every local file or folder the config names must be usable before the DAG is built: a model folder must hold
+    a model, a `files` source readable files that are not all empty. Raise ConfigError naming each setting at
+    fault (else the error comes at job time, after other jobs ran, and a failed data job takes the corpus it was
+    to replace with it). Return notices of what only a job can check (Hub datasets)."""
+    problems = [f"  {key}: {problem}" for key, path, tokenizes in _model_folders(config)
+                if (problem := model_folder_problem(path, tokenizes))]
+    corpus_problems, notices = _corpus_problems(config)
+    problems += corpus_problems
     if problems:
-        raise ConfigError("the config names local files or folders that do not exist:\n" + "\n".join(problems))
+        raise ConfigError("the config names local files or folders that cannot be used:\n" + "\n".join(problems))
+    return notices
+
+
+RUNS_FOLDER = "runs"  # where the repository keeps runs of other configs (make demo-teacher: runs/teacher)
+
+
+def check_run_folder(repository: str | os.PathLike, folder: str | os.PathLike, directory_given: bool) -> None:
+    """Refuse to run in a folder of the repository other than its root or `runs/`, unless --directory named it:
+    `snakemake -s ../Snakefile` from `src/` would plan every output into `src/results`."""
+    repository, folder = Path(repository).resolve(), Path(folder).resolve()
+    inside = folder.is_relative_to(repository) and folder != repository
+    if inside and not directory_given and not folder.is_relative_to(repository / RUNS_FOLDER):
+        raise ConfigError(f"snakemake runs in {folder}, a folder of the repository: its outputs would go to "
+                          f"{folder / 'results'}. Run it from {repository}, or name the run's folder with --directory")
+
+
+def shared_results_warning(config: Mapping, repository: str | os.PathLike, folder: str | os.PathLike) -> str | None:
+    """A warning when a config with another corpus or model than the demo's (config/config.yaml) runs in the
+    repository's own folder: its outputs would replace the demo's in `results/`. None otherwise."""
+    if Path(folder).resolve() != Path(repository).resolve():
+        return None
+    demo = load_config(Path(repository) / "config" / "config.yaml")
+    changed = [key for key in ("data", "model") if config.get(key) != demo.get(key)]
+    if not changed:
+        return None
+    return (f"this config's {' and '.join(changed)} differ from the demo's (config/config.yaml), and it runs in "
+            f"{Path(folder).resolve() / 'results'}, the demo's folder: its outputs replace the demo's. Keep each "
+            f"config in a folder of its own with --directory {RUNS_FOLDER}/<name> (README, 'Running it')")
+
+
+def read_config_file(path: str | os.PathLike) -> dict:
+    """One YAML config file as a dict; a syntax error is raised as a ConfigError naming the file, line and column
+    (Snakemake's own message names neither)."""
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"{os.fspath(path)}:{mark.line + 1}:{mark.column + 1}" if mark else os.fspath(path)
+        raise ConfigError(f"{where}: not valid YAML: {err.problem or err.context}") from err
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{os.fspath(path)}: not valid YAML: {err}") from err
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"{os.fspath(path)}: a config file holds keys at its top level, not a {type(data).__name__}")
+    return data or {}
 
 
 def load_config(*paths: str | os.PathLike) -> dict:
     """Load YAML configs, later ones overriding earlier ones key by key (as `--configfile` does), then validate."""
     config: dict = {}
     for path in paths:
-        with open(path) as f:
-            deep_update(config, yaml.safe_load(f) or {})
+        deep_update(config, read_config_file(path))
     return validate_config(config)
+
+
+def check_config_files(*paths: str | os.PathLike) -> list[str]:
+    """Everything the Snakefile checks before any job, on config/config.yaml with `paths` over it, without
+    Snakemake: each file's YAML (file and line of an error), the schema, the config's own rules, local paths and
+    sources. Returns the notices of what only a job can check."""
+    return check_paths(load_config(SCHEMA_PATH.parents[1] / "config.yaml", *paths))
 
 
 REFERENCE_BEGIN = "<!-- config-reference:begin (generated by `python -m oversmooth.workflow.config`) -->"
@@ -339,5 +446,28 @@ def reference_markdown(schema_path: str | os.PathLike = SCHEMA_PATH) -> str:
     return "\n".join([REFERENCE_BEGIN, *lines, REFERENCE_END])
 
 
+def main(argv: list[str] | None = None) -> int:
+    """`python -m oversmooth.workflow.config --check FILE...` (make check): check config files as the workflow
+    would; without arguments, print docs/configuration.md's reference table."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--check", nargs="*", metavar="FILE", help="config files over config/config.yaml")
+    args = parser.parse_args(argv)
+    if args.check is None:
+        print(reference_markdown())
+        return 0
+    try:
+        notices = check_config_files(*args.check)
+    except (ConfigError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    for notice in notices:
+        print(f"note: {notice}")
+    print(f"config OK: config/config.yaml{''.join(' + ' + f for f in args.check)}")
+    return 0
+
+
 if __name__ == "__main__":
-    print(reference_markdown())
+    raise SystemExit(main())
