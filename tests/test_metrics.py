@@ -8,13 +8,8 @@ import pytest
 
 from oversmooth.analysis import reference
 from oversmooth.analysis.decoding import Decoding
-from oversmooth.analysis.metrics import (
-    METRICS,
-    bootstrap_weights,
-    describe,
-    oversmoothing,
-    summarise,
-)
+from oversmooth.analysis.metrics import METRICS, oversmoothing
+from oversmooth.analysis.summary import bootstrap_weights, describe, summarise
 
 
 def log(probs):
@@ -121,11 +116,11 @@ def test_bootstrap_is_seeded_and_resamples_whole_prompts():
     frame = pd.DataFrame(
         {"prompt_id": np.repeat(np.arange(20), 10), "method": "pure", **{m: rng.normal(size=200) for m in METRICS}}
     )
-    summary = summarise(frame, n_boot=400, confidence=0.95, seed=1)
+    summary = summarise(frame, n_boot=400, confidence=0.95, seed=1, metrics=METRICS)
     row = summary[summary["metric"] == "tto"].iloc[0]
     assert row["ci_low"] < row["mean"] < row["ci_high"]
     assert row["n_prompts"] == 20 and row["n_positions"] == 200
-    assert summary.equals(summarise(frame, n_boot=400, confidence=0.95, seed=1))
+    assert summary.equals(summarise(frame, n_boot=400, confidence=0.95, seed=1, metrics=METRICS))
 
 
 def test_kl_eps_is_the_kl_to_the_uniform_mixture_and_finite_after_greedy():

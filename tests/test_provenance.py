@@ -91,10 +91,13 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
     ("metrics_report", {"metrics_table", "loss_matched", "quality_table", "sample_table"} | FIGURE_SCRIPTS),
     ("quality_report", {"quality_table", "sample_table", "figure_5_1"}),
     ("report", {"table_3_1"}),
-    # the metrics: the jobs that compute them, TBAT and quality (which summarise with them) and the tables and
-    # figures of their summaries; no sampler, token-track state or head, or Table B
-    ("metrics", {"oversmoothing_metrics", "tbat", "time_metrics", "table_i_1", "quality", "metrics_table",
+    # the metrics' formulas: the jobs that compute them (Table I.1 times them, Figure 4.1 titles its panels with
+    # them) and the tables and figures of their summaries; not TBAT or sample quality, which only summarise
+    # (issue 39: a formula's edit reran 122 jobs), no sampler, token-track state or head, or Table B
+    ("metrics", {"oversmoothing_metrics", "time_metrics", "table_i_1", "metrics_table",
                  "loss_matched", "quality_table", "sample_table"} | FIGURE_SCRIPTS),
+    # the summaries' statistics (mean, sd, cluster bootstrap): the jobs that summarise per-position values
+    ("summary", {"oversmoothing_metrics", "tbat", "quality"}),
     # the token track: fitting a head, computing the source's states, comparing a head with the full head
     ("tokenfit", {"token_head"}),
     ("tokenstates", {"token_states"}),

@@ -26,6 +26,15 @@ def test_figure_3_1_writes_png_and_pdf(tmp_path):
     assert (tmp_path / "f.pdf").read_bytes()[:4] == b"%PDF"
 
 
+def test_the_same_figure_is_saved_as_the_same_bytes(tmp_path):
+    log = pd.DataFrame({"tokens_seen": [0, 10, 20], "train_loss": [5.0, 3.0, 2.0], "val_loss": [5.0, 3.1, 2.2]})
+    for name in ("a", "b"):  # a PDF's creation date would differ, seconds apart
+        save_figure(figure_3_1({"bn-4": log}), tmp_path / f"{name}.png", tmp_path / f"{name}.pdf")
+    for suffix in (".png", ".pdf"):
+        assert (tmp_path / f"a{suffix}").read_bytes() == (tmp_path / f"b{suffix}").read_bytes(), suffix
+    assert b"CreationDate" not in (tmp_path / "a.pdf").read_bytes()  # equal bytes within one second prove little
+
+
 def test_table_3_1_keeps_the_token_level_loss_only_where_a_model_has_one():
     results = [
         {"model": "bn-4", "heldout_loss": 2.0, "accuracy_pct": 30.0, "bytes": 10},

@@ -8,7 +8,8 @@ import torch
 
 from oversmooth.models.checkpoints import load_model, save_torch
 from oversmooth.models.model import GPT, GPTConfig
-from oversmooth.models.torchfile import CheckpointReadError, read_checkpoint, read_output_matrix
+from oversmooth.core.io import UnreadableInputError
+from oversmooth.models.torchfile import CheckpointReadError, load_torch, read_checkpoint, read_output_matrix
 
 
 def test_the_output_matrix_is_the_loaded_model_s(tmp_path):
@@ -62,3 +63,47 @@ def test_a_truncated_storage_is_named_not_read_past(tmp_path):
     assert np.array_equal(read_checkpoint(tmp_path / "whole.pt")["w"], np.arange(64, dtype=np.float32))
     with pytest.raises(CheckpointReadError, match="cut.pt: storage 0 holds 32 values, not 64"):
         read_checkpoint(tmp_path / "cut.pt")
+
+
+def saved_model(path):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=16, n_layer=1, n_head=2, n_embd=32, bottleneck=4)).eval()
+    save_torch({"name": "bn-4", "model_config": model.config.to_dict(), "model": model.state_dict()}, path)
+    return path
+
+
+def damage(path, offset: int, n: int = 64) -> None:
+    """Overwrite `n` bytes at `offset` with random ones (what a bad disk or an interrupted copy leaves)."""
+    data = bytearray(path.read_bytes())
+    data[offset: offset + n] = np.random.default_rng(0).integers(0, 256, n, dtype=np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+
+
+def test_a_checkpoint_damaged_in_its_data_is_named_by_every_reader_with_its_rebuild(tmp_path):
+    path = saved_model(tmp_path / "best.pt")
+    damage(path, path.stat().st_size // 2)
+    torch.load(path, weights_only=True)  # torch itself reads it without a word: the reason for the check
+    for read in (load_model, read_output_matrix, read_checkpoint, load_torch):
+        with pytest.raises(UnreadableInputError, match=r"best.pt: damaged: its member .* fails its CRC-32 check"
+                                                       r".*`snakemake all --forcerun .*best.pt`") as error:
+            read(path)
+        assert str(path) in str(error.value), read.__name__
+
+
+def test_a_checkpoint_damaged_in_a_member_s_header_is_named(tmp_path):
+    path = saved_model(tmp_path / "best.pt")
+    with zipfile.ZipFile(path) as archive:
+        member = next(i for i in archive.infolist() if i.filename.endswith("/data/0"))
+    damage(path, member.header_offset, 8)  # the local header's signature: torch's error would name no file
+    with pytest.raises(UnreadableInputError, match=r"best.pt: damaged: its member .*data/0 fails"):
+        load_model(path)
+    damage(path, path.stat().st_size - 30, 30)  # the end of the central directory: not a zip any more
+    with pytest.raises(UnreadableInputError, match=r"best.pt: not a readable torch file"):
+        load_model(path)
+
+
+
+def test_the_same_object_is_saved_as_the_same_bytes(tmp_path):
+    save_torch({"w": torch.arange(8.0), "name": "bn-4"}, tmp_path / "a.pt")
+    save_torch({"w": torch.arange(8.0), "name": "bn-4"}, tmp_path / "b.pt")  # another temporary, another name
+    assert (tmp_path / "a.pt").read_bytes() == (tmp_path / "b.pt").read_bytes()

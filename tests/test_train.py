@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from oversmooth.core.catalog import segment_ends
+from oversmooth.core.io import UnreadableInputError
 from oversmooth.core.logs import log_to_file
 from oversmooth.core.spectra import singular_entropy_gap, singular_values
 from oversmooth.models.checkpoints import load_model
@@ -123,6 +124,20 @@ def test_interrupted_and_resumed_training_matches_uninterrupted(shards, tmp_path
     pd.testing.assert_frame_equal(log_full, log_resumed)
     assert not resume_path(tmp_path / "resumed").exists()
 
+
+
+def test_a_damaged_resume_state_stops_the_job_naming_it_and_how_to_go_on(shards, tmp_path):
+    interrupted = _spec(shards, tmp_path, stop_after_iters=5)
+    with pytest.raises(SystemExit):
+        train_model(interrupted)
+    state = resume_path(tmp_path)
+    data = bytearray(state.read_bytes())
+    data[len(data) // 2: len(data) // 2 + 64] = bytes(64)  # torch.load would go on from these weights
+    state.write_bytes(bytes(data))
+    with pytest.raises(UnreadableInputError, match=r"resume.pt: damaged: .*CRC-32.* Delete it and rerun snakemake"):
+        train_model(replace(interrupted, stop_after_iters=None))
+    state.unlink()  # as the message says: the training starts again
+    assert train_model(replace(interrupted, stop_after_iters=None)).iteration > 5
 
 def test_kept_weights_at_an_iteration_are_those_of_a_run_stopped_there(shards, tmp_path):
     state = train_model(_spec(shards, tmp_path / "full", train={**TRAIN, "keep_weights_every": 2}))

@@ -324,6 +324,8 @@ def test_the_add_a_metric_recipe_reruns_the_metric_jobs_and_adds_its_column(smok
     assert "oversmoothing_metrics" in planned
     assert planned <= rules_running("analysis.metrics", copy) | {"all", "findings"}, planned
     assert not planned & {"train_model", "extract_logits", "sample", "token_head", "evaluate_model"}
+    # TBAT and sample quality only summarise with the statistics of `analysis.summary` (issue 39: 122 jobs)
+    assert not planned & {"tbat", "quality", "unargmaxable", "table_b"}, planned
     config = repo_config("smoke.yaml")
     positions = metrics_path(bottleneck_models(config)[0], ground_truth_models(config)[0])
     snakemake(run, positions, repo=copy, env=env)

@@ -3,7 +3,8 @@ or of a token-track head against its source's full head (cached states), and the
 head's job imports torch (to run the head)."""
 
 from oversmooth.analysis.decoding import decodings_from_config
-from oversmooth.analysis.metrics import logits_file_chunks, summarise_file, write_position_metrics
+from oversmooth.analysis.metrics import METRICS, logits_file_chunks, write_position_metrics
+from oversmooth.analysis.summary import summarise_file
 from oversmooth.core.allocator import keep_freed_memory
 from oversmooth.core.io import write_csv
 from oversmooth.core.job import workflow_job
@@ -30,6 +31,7 @@ with workflow_job(smk.log[0]):
         chunks, smk.output.positions, decodings_from_config(smk.params.decoding), settings["tau"], settings["kl_epsilon"]
     )
     summary = summarise_file(
-        smk.output.positions, n_boot=settings["bootstrap"], confidence=settings["confidence"], seed=smk.params.seed
+        smk.output.positions, n_boot=settings["bootstrap"], confidence=settings["confidence"], seed=smk.params.seed,
+        metrics=METRICS,
     )
     write_csv(summary, smk.output.summary)

@@ -2,7 +2,7 @@
 sampled positions, per decoding method (rule tbat). A bottlenecked model's job runs without torch."""
 
 from oversmooth.analysis.decoding import decodings_from_config
-from oversmooth.analysis.metrics import summarise_file
+from oversmooth.analysis.summary import summarise_file
 from oversmooth.analysis.tbat import TBATSettings, model_tbat
 from oversmooth.core.catalog import is_token_model
 from oversmooth.core.io import write_csv

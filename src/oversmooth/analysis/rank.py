@@ -26,6 +26,7 @@ from oversmooth.core.spectra import (
 )
 from oversmooth.extraction.logit_tables import list_to_numpy
 from oversmooth.models.checkpoints import load_model, save_torch
+from oversmooth.models.torchfile import load_torch
 
 
 def truncated_svd(weight: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -48,7 +49,7 @@ HEAD_WEIGHT = "head.out.weight"
 def svd_checkpoint(source: str | os.PathLike, rank: int, out: str | os.PathLike, name: str) -> dict:
     """Write `source`'s checkpoint as model `name`, its output matrix replaced by the rank-`rank` truncation;
     return what was done (ranks, share of Σσ² kept), which the checkpoint also records under `svd`."""
-    payload = torch.load(source, map_location="cpu", weights_only=True)
+    payload = load_torch(source)
     weight = payload["model"][HEAD_WEIGHT]
     if rank > min(weight.shape):
         raise ValueError(f"svd.ranks: {rank} exceeds the rank {min(weight.shape)} of {source}'s {tuple(weight.shape)} head")

@@ -28,9 +28,10 @@ import pyarrow as pa
 import torch
 import torch.nn.functional as F
 
-from oversmooth.core.io import ParquetInput, atomic_path, write_parquet
+from oversmooth.core.io import ParquetInput, write_parquet
 from oversmooth.extraction.logit_tables import SampledRows, sample_positions
 from oversmooth.models.lowrank import LowRankHead
+from oversmooth.models.torchfile import load_torch, save_torch
 
 
 class TokenTrackError(ValueError):
@@ -92,13 +93,12 @@ def head_loss(head, states: np.ndarray, targets: np.ndarray, batch_size: int = 1
 
 def save_head(head: LowRankHead, path: str | os.PathLike, meta: dict) -> None:
     """A rank-k head's factors with `meta` (kind, rank, source, ...), atomically."""
-    with atomic_path(path) as tmp:
-        torch.save({"meta": meta, "up": head.up.weight.detach().cpu(), "down": head.down.weight.detach().cpu()}, tmp)
+    save_torch({"meta": meta, "up": head.up.weight.detach().cpu(), "down": head.down.weight.detach().cpu()}, path)
 
 
 def load_head(path: str | os.PathLike) -> tuple[LowRankHead, dict]:
     """(head, meta) saved by `save_head`."""
-    saved = torch.load(path, map_location="cpu", weights_only=True)
+    saved = load_torch(path)
     vocab, rank = saved["up"].shape
     head = LowRankHead(saved["down"].size(1), rank, vocab_size=vocab)
     with torch.no_grad():

@@ -8,6 +8,8 @@ import hashlib
 import json
 import os
 import tempfile
+import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,6 +97,21 @@ def rebuild_advice(path: str | os.PathLike) -> str:
     return (f"It may be truncated or corrupt: rebuild it and everything computed from it with `snakemake all "
             f"--forcerun {os.fspath(path)}` (with the run's own --configfile and --cores or --profile); if it is a "
             "source file, replace it")
+
+
+def check_zip_members(path: str | os.PathLike, advice: str | None = None) -> None:
+    """Check every member of a zip archive (what `torch.save` writes) against its CRC-32, since `torch.load` reads
+    damaged data without a word; a damaged file raises an UnreadableInputError naming it, the member and `advice`
+    (by default, `rebuild_advice`)."""
+    advice = advice or rebuild_advice(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()  # the first member whose data or header is damaged
+    except (zipfile.BadZipFile, EOFError, zlib.error) as err:
+        raise UnreadableInputError(f"{os.fspath(path)}: not a readable torch file (a zip archive; "
+                                   f"{type(err).__name__}: {err}). {advice}") from err
+    if damaged is not None:
+        raise UnreadableInputError(f"{os.fspath(path)}: damaged: its member {damaged} fails its CRC-32 check. {advice}")
 
 
 @contextlib.contextmanager

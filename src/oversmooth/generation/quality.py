@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from oversmooth.analysis.metrics import bootstrap_weights, describe, percentile_interval
+from oversmooth.analysis.summary import bootstrap_weights, describe, percentile_interval
 from oversmooth.core.logs import get_logger
 from oversmooth.data.bytenames import byte_histogram
 from oversmooth.models.causallm import load_causal_lm

@@ -1,24 +1,20 @@
-"""Model weights on disk: a torch object written atomically, and a trained model loaded for inference."""
+"""A trained model loaded for inference; the torch files it is read from are written and verified by `torchfile`."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import torch
 
-from oversmooth.core.io import atomic_path
 from oversmooth.models.model import GPT, GPTConfig
+from oversmooth.models.torchfile import load_torch, save_torch
 
-
-def save_torch(obj: object, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+__all__ = ["load_model", "load_torch", "save_torch"]
 
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> GPT:
     """A trained model from `best.pt` / `last.pt`, in eval mode."""
-    payload = torch.load(path, map_location=device, weights_only=True)
+    payload = load_torch(path, device)
     model = GPT(GPTConfig(**payload["model_config"]))
     model.load_state_dict(payload["model"])
     return model.to(device).eval()

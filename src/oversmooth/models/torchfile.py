@@ -5,6 +5,10 @@ storages, `data/<key>`, in the same archive. The CPU analysis jobs (TBAT, the me
 trained model; reading it this way spares each of them the second of importing torch. What our checkpoints hold is
 read (dicts, tensors of the usual dtypes, numbers, strings: a subset of what `torch.load(..., weights_only=True)`
 accepts); anything else is refused by name. `tests/test_torchfile.py` checks every array against `torch.load`.
+
+Every torch file the pipeline reads (checkpoints, kept weights, resume and segment states, token heads) is first
+checked against the CRC-32s its zip archive carries, here or in `load_torch`: `torch.load` itself accepts damaged
+data, and a model would then be used silently.
 """
 
 from __future__ import annotations
@@ -14,8 +18,14 @@ import io
 import os
 import pickle
 import zipfile
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from oversmooth.core.io import atomic_path, check_zip_members
+
+if TYPE_CHECKING:
+    import torch
 
 STORAGE_DTYPES = {
     "FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16, "BFloat16Storage": np.uint16,
@@ -23,6 +33,27 @@ STORAGE_DTYPES = {
     "ByteStorage": np.uint8, "BoolStorage": np.bool_,
 }
 OUTPUT_MATRIX = "head.out.weight"  # GPT.output_matrix(): W, (256 x k)
+
+
+def save_torch(obj: object, path: str | os.PathLike) -> None:
+    """`torch.save` atomically and byte-reproducibly: through a file object the archive's root folder is `archive`,
+    not the temporary file's random name, so the same object gives the same bytes."""
+    import torch
+
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        torch.save(obj, handle)
+
+
+def load_torch(
+    path: str | os.PathLike, map_location: str | torch.device = "cpu", *, weights_only: bool = True,
+    advice: str | None = None,
+) -> Any:
+    """What `torch.save` wrote to `path`, after checking the file's CRCs (a damaged file is named, with `advice` or
+    the command that rebuilds it): every weight file the pipeline reads is read through here."""
+    import torch  # only here: this module's readers run without torch
+
+    check_zip_members(path, advice)
+    return torch.load(path, map_location=map_location, weights_only=weights_only)
 
 
 class CheckpointReadError(ValueError):
@@ -44,6 +75,7 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
         archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile as error:
         raise CheckpointReadError(f"{path}: not a torch checkpoint in the zip format ({error})") from None
+    check_zip_members(path)  # damaged data would be read without a word
     with archive:
         pickles = [name for name in archive.namelist() if name.endswith("/data.pkl")]
         if len(pickles) != 1:

@@ -38,12 +38,12 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from oversmooth.core.cluster import SCHEDULING_KEYS
-from oversmooth.core.io import atomic_path, write_json
+from oversmooth.core.io import atomic_path, rebuild_advice, write_json
 from oversmooth.core.logs import JobStopped, get_logger, log_to_file, signal_name
 from oversmooth.core.spectra import singular_entropy_gap, singular_values
 from oversmooth.data.corpus import read_shard
-from oversmooth.models.checkpoints import save_torch
 from oversmooth.models.model import GPT, GPTConfig, bf16_autocast, sample_windows
+from oversmooth.models.torchfile import load_torch, save_torch
 
 log = get_logger("train")
 
@@ -215,7 +215,7 @@ def export_checkpoint(train_dir: str | os.PathLike, iteration: int, out: str | o
             "kept iterations in config `checkpoints.iterations` (multiples of train.eval_interval x "
             "train.keep_weights_every, before any early stop)"
         )
-    payload = torch.load(kept, map_location="cpu", weights_only=True)
+    payload = load_torch(kept, advice=rebuild_advice(Path(train_dir) / "best.pt"))  # kept by the training
     save_torch({**payload, "name": name}, Path(out))
 
 
@@ -481,7 +481,9 @@ def _load_resume(out_dir, spec, model, optimizer, data_rng, runtime: Runtime):
     """The state to go on from: this job's own resume state (an earlier attempt stopped), else the state the
     previous segment handed on, else None (from scratch). Read onto the CPU whatever `runtime.device` is."""
     path = resume_path(out_dir)
-    payload = torch.load(path, map_location="cpu", weights_only=False) if path.exists() else None
+    advice = ("Delete it and rerun snakemake: the training goes on from the state its previous job handed on, or "
+              "starts again")
+    payload = load_torch(path, weights_only=False, advice=advice) if path.exists() else None
     if payload is not None and payload.get("fingerprint") != spec.fingerprint():
         log.warning("%s: ignoring %s, written for other settings", spec.name, path)
         payload = None
@@ -492,7 +494,7 @@ def _load_resume(out_dir, spec, model, optimizer, data_rng, runtime: Runtime):
         payload = None
     if payload is None and spec.resume_from:
         path = Path(spec.resume_from)
-        payload = torch.load(path, map_location="cpu", weights_only=False)
+        payload = load_torch(path, weights_only=False)
         if payload.get("fingerprint") != spec.fingerprint():
             raise ValueError(f"{spec.name}: the segment state {path} was written for other settings; delete it and "
                              "rerun snakemake to train this model again from its first segment")
