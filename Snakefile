@@ -1,12 +1,13 @@
 # oversmooth: how the softmax bottleneck makes byte-level language models oversmooth.
 #   snakemake --cores all all                                  embedded CPU default (config/config.yaml)
-#   snakemake --configfile config/thesis.yaml ... all          thesis scale
+#   snakemake all --directory runs/thesis --configfile config/thesis.yaml ...   thesis scale, in a folder of its own
 import os
 from pathlib import Path
 
 from snakemake.logging import logger
 from snakemake.utils import min_version
 
+import oversmooth
 from oversmooth.workflow.config import check_paths, check_run_folder, shared_results_warning, validate_config
 
 min_version("9.0")
@@ -26,6 +27,7 @@ for notice in check_paths(config):
     logger.info(f"note: {notice}")
 if warning := shared_results_warning(config, ROOT, os.getcwd()):
     logger.warning(f"warning: {warning}")
+config["oversmooth_version"] = oversmooth.__version__  # for the report (after validation; no rule reads it)
 
 
 include: "rules/common.smk"

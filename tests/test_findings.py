@@ -1,6 +1,7 @@
 """The thesis's findings as tests: hand-computed differences and intervals, and each verdict on made-up tables."""
 
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -113,10 +114,26 @@ def test_the_markdown_has_a_line_per_finding():
     table = findings_table(oversmoothing_findings(metrics_table({4: 0.8, 32: 0.6, 256: 0.55}), ["gt-x"], 32, 0.05, 0.95))
     text = findings_markdown(table)
     assert text.count("\n") == 2 + len(table)
-    assert "| oversmoothing falls with k | gt-x | `TTO(bn-4) - TTO(bn-256) > 0` | 0.25 [0.236, 0.264] | **holds** |" in text
+    assert "| oversmoothing falls with k | gt-x | `TTO(bn-4) - TTO(bn-256) > 0` | 1 | 0.25 [0.236, 0.264] | **holds** |" in text
     page = findings_page(table.assign(verdict=[HOLDS, HOLDS, FAILS, HOLDS]), 0.9)
     assert page.startswith("# The thesis's findings as tests\n\n4 tests: 3 holds, 1 fails, 0 undecided.")
+    assert "a verdict on one run is about that run" in page
     assert "with its 90% interval" in page and page.endswith(findings_markdown(table.assign(verdict=[HOLDS, HOLDS, FAILS, HOLDS])))
+
+
+def test_where_a_table_has_several_seeds_the_claims_read_their_mean_rows_and_say_how_many_runs():
+    single = metrics_table({4: 0.8, 32: 0.6, 256: 0.55})
+    seeds = single.assign(model=single["model"] + " (3 seeds: mean)")  # intervals made wider by the seeds
+    seeds["TTO ci_low (gt-x)"] -= 0.09
+    seeds["TTO ci_high (gt-x)"] += 0.09
+    table = pd.concat([single, seeds], ignore_index=True)
+    rows = by_id(oversmoothing_findings(table, ["gt-x"], 32, 0.05, 0.95))
+    falls = rows["tto_falls_with_k"]
+    assert falls["test"] == "TTO(bn-4 (3 seeds: mean)) - TTO(bn-256 (3 seeds: mean)) > 0" and falls["runs"] == 3
+    assert falls["ci_high"] - falls["ci_low"] > 0.2  # the seeds' intervals (half-width 0.1), not one run's (0.01)
+    assert rows["nsmd_below_tto"]["runs"] == 1  # an identity, checked on each run's row
+    one_run = by_id(oversmoothing_findings(single, ["gt-x"], 32, 0.05, 0.95))["tto_falls_with_k"]
+    assert one_run["runs"] == 1 and one_run["test"] == "TTO(bn-4) - TTO(bn-256) > 0"
 
 
 def e_table(cells):
@@ -190,3 +207,31 @@ def test_at_matched_loss_the_narrowest_against_the_widest_at_every_loss():
     table = loss_matched([(2.5, {"bn-4": (0.1, 0.0, 0.2), "bn-32": (0.1, 0.05, 0.15)})])
     assert loss_matched_findings(table, 0.95)[0]["verdict"] == UNDECIDED
     assert loss_matched_findings(loss_matched([(2.0, {"bn-32": (0.1, 0.05, 0.15)})]), 0.95) == []
+
+
+def every_kind_of_finding():
+    """One row of each claim, from the made-up tables above, holding and failing."""
+    rows = []
+    for tto, nsmd_excess in (({4: 0.8, 32: 0.6, 256: 0.55}, 0.0), ({4: 0.5, 32: 0.4, 256: 0.02}, 0.01)):
+        table = metrics_table(tto, tbat={4: (0.2, 0.19, 0.21), 32: (0.1, 0.09, 0.11), 256: (0, 0, 0)},
+                              nsmd_excess=nsmd_excess)
+        rows += oversmoothing_findings(table, ["gt-x"], moderate_k=32, min_effect=0.05, confidence=0.95)
+    cells, top = greedy_cells()
+    rows += greedy_findings({"gt-x": [e_table(cells), e_table(top)]}, 0.95)
+    table = loss_matched([(2.5, {"bn-4": (0.5, 0.4, 0.6), "bn-32": (0.1, 0.05, 0.15)})])
+    return rows + loss_matched_findings(table, 0.95)
+
+
+def test_every_test_reads_estimate_above_zero_so_the_estimate_s_sign_is_the_test_s():
+    rows = every_kind_of_finding()
+    assert {r["id"] for r in rows} >= {"tto_falls_with_k", "tto_levels_off", "full_rank_oversmooths", "nsmd_below_tto",
+                                       "tbat_falls_with_k", "greedy_lowest_nsmd", "matched_loss_tbat"}
+    for row in rows:
+        # "<the estimated quantity> > 0" (or >= 0): never a test whose estimate is the negative of what it compares
+        assert re.search(r" >=? 0( |$)", row["test"]) and not re.search(r" <=? 0( |$)", row["test"]), row["test"]
+        if row["verdict"] == HOLDS:
+            assert row["estimate"] >= 0, row
+        if row["verdict"] == FAILS and row["id"] != "tbat_falls_with_k":  # it fails on its second part, TBAT = 0
+            assert row["estimate"] <= 0, row
+    nsmd = [r for r in rows if r["id"] == "nsmd_below_tto"]
+    assert [r["estimate"] for r in nsmd] == pytest.approx([0.001, -0.009])  # min over rows of TTO - NSMD

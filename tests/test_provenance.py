@@ -25,12 +25,13 @@ def area(r):
 '''
 
 
-def test_docstrings_comments_and_layout_do_not_count_but_code_does():
+def test_docstrings_comments_layout_and_the_version_do_not_count_but_code_does():
     reworded = MODULE.replace('"""Of a circle."""', '"""Of a disc."""').replace("# pi r squared", "# area")
     relaid = MODULE.replace("math.pi * r * r", "math.pi*r*r").replace('"""A module."""\n', "")
     assert code_fingerprint(reworded) == code_fingerprint(MODULE) == code_fingerprint(relaid)
     assert code_fingerprint(MODULE.replace("r * r", "r ** 2")) != code_fingerprint(MODULE)
     only_docstring = 'def f():\n    """Nothing but this."""\n'
+    assert code_fingerprint('__version__ = "0.1.0"\nX = 1\n') == code_fingerprint('__version__ = "0.2.0"\nX = 1\n')
     assert code_fingerprint(only_docstring) == code_fingerprint('def f():\n    """Else."""\n')
 
 

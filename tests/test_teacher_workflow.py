@@ -86,6 +86,9 @@ def test_the_findings_are_decided_against_the_truth_and_the_proxy(teacher_run):
     assert against == {"gt-teacher (the truth)", "gt-nanogpt"}
     assert set(findings[findings["id"] == "quality_collapses"]["ground_truth"]) == {"the judge", "the truth"}
     assert (findings["ci_low"] <= findings["estimate"]).all() and (findings["estimate"] <= findings["ci_high"]).all()
+    # two seeds of each k (the smoke config's train.seeds): the claims on the family read their across-seed means
+    falls = findings[findings["id"] == "tto_falls_with_k"]
+    assert (falls["runs"] == 2).all() and falls["test"].str.contains("(2 seeds: mean)", regex=False).all()
     # greedy against every other method, per ground truth (appendix E); TBAT at matched loss (the checkpoints)
     greedy = findings[findings["id"] == "greedy_lowest_nsmd"]
     assert set(greedy["ground_truth"]) == against and greedy["test"].str.contains("NSMD(", regex=False).all()

@@ -14,6 +14,7 @@ import pytest
 import torch
 from workflow_helpers import REPO, SNAKEMAKE, planned_jobs, planned_rules, repo_config, report_rules, snakemake
 
+import oversmooth
 from oversmooth.core.io import sha256_file
 
 RUNS = ["bn-4", "bn-4-s8", "bn-64", "bn-64-s8"]  # config/smoke.yaml: bottlenecks [4, 64], train.seeds [8]
@@ -504,6 +505,7 @@ def test_report_captions_every_table_and_figure_with_its_thesis_counterpart(smok
     _, workdir, _ = smoke_run
     snakemake(workdir, "--report", "results/report.html", timeout=300)
     html = (workdir / "results" / "report.html").read_text()
+    assert f"Built by oversmooth {oversmooth.__version__}" in html  # the version that built it
     shown = [
         "Table 3.1", "Figure 3.1", "Table 4.1", "Table 4.2", "Table 6.1", "Table E.1", "Table E.2", "Table E.7",
         "Table E.8", "Table F.1", "Figure 4.1", "Figure 4.2", "Figure 4.3", "Table B", "Table I.1", "Table 5.3",

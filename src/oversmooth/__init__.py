@@ -4,4 +4,4 @@ One sub-package per stage of the pipeline, each importing only from those below 
 contracts): `workflow` > `reporting` > `generation` > `analysis` > `extraction` > `models` > `data` > `core`.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -72,8 +72,10 @@ def _parsed(module: str) -> tuple[frozenset[str], str]:
 
 
 def code_fingerprint(source: str | ast.AST) -> str:
-    """The code of a module without its docstrings, comments and layout (its AST, dumped)."""
+    """The code of a module without its docstrings, comments, layout and `__version__` (its AST, dumped): a release
+    that changes no code reruns nothing."""
     tree = ast.parse(source) if isinstance(source, str) else source
+    tree.body = [node for node in tree.body if not _sets_version(node)]
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
@@ -81,6 +83,10 @@ def code_fingerprint(source: str | ast.AST) -> str:
                     and isinstance(body[0].value.value, str):
                 node.body = body[1:] or [ast.Pass()]
     return ast.dump(tree, annotate_fields=False)
+
+
+def _sets_version(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
 
 
 def module_digest(module: str) -> str:

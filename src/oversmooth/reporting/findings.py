@@ -4,12 +4,16 @@ Every claim is a difference `d` that the thesis says is positive, with its inter
 interval, its standard error (half-width / z), combined as if the terms were independent. The terms are measured on
 the same positions, whose errors are positively correlated, so this interval is wider than a paired one: a claim it
 calls decided is decided. Verdicts: `holds` (the interval lies above 0), `fails` (below 0), `undecided` (it holds 0).
-No torch: it reads CSV tables (`docs/results.md` names each test).
+Where a table has a bottleneck's across-seed mean row (`bn-4 (3 seeds: mean)`, `oversmooth.reporting.seeds`: its
+interval counts the seeds' variance and the prompts'), the claims read that row; else the single run's. Column
+`runs` says how many training runs of each compared model the interval covers: a verdict on one run is about that
+run, not about another seed of the same model. No torch: it reads CSV tables (`docs/results.md` names each test).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,7 +24,9 @@ from oversmooth.core.labels import METHOD_LABELS
 from oversmooth.data.bytenames import VOCAB_SIZE
 
 HOLDS, FAILS, UNDECIDED = "holds", "fails", "undecided"
-FINDINGS_COLUMNS = ["id", "claim", "ground_truth", "test", "estimate", "ci_low", "ci_high", "verdict", "evidence"]
+FINDINGS_COLUMNS = ["id", "claim", "ground_truth", "test", "runs", "estimate", "ci_low", "ci_high", "verdict",
+                    "evidence"]
+SEED_MEAN_ROW = re.compile(r"(?P<model>.+) \((?P<runs>\d+) seeds: mean\)")
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,7 @@ class Term:
     ci_low: float
     ci_high: float
     weight: float = 1.0
+    runs: int = 1  # training runs (seeds) of the model its interval covers
 
 
 def z_of(confidence: float) -> float:
@@ -60,7 +67,8 @@ def verdict(ci_low: float, ci_high: float) -> str:
 def _row(fid: str, claim: str, gt: str, test: str, terms: Sequence[Term], confidence: float, offset: float = 0.0) -> dict:
     estimate, low, high = difference(terms, confidence, offset)
     evidence = "; ".join(f"{t.label} {t.mean:.4g} [{t.ci_low:.4g}, {t.ci_high:.4g}]" for t in terms)
-    return {"id": fid, "claim": claim, "ground_truth": gt, "test": test, "estimate": estimate, "ci_low": low,
+    return {"id": fid, "claim": claim, "ground_truth": gt, "test": test, "runs": min(t.runs for t in terms),
+            "estimate": estimate, "ci_low": low,
             "ci_high": high, "verdict": verdict(low, high) if not math.isnan(estimate) else UNDECIDED,
             "evidence": evidence}
 
@@ -69,12 +77,21 @@ def _term(table: pd.DataFrame, model: str, prefix: str, suffix: str = "", weight
     """The row `model` of a table whose columns are `<prefix> mean<suffix>`, `<prefix> ci_low<suffix>`, ..."""
     row = table.set_index("model").loc[model]
     return Term(label or model, float(row[f"{prefix}mean{suffix}"]), float(row[f"{prefix}ci_low{suffix}"]),
-                float(row[f"{prefix}ci_high{suffix}"]), weight)
+                float(row[f"{prefix}ci_high{suffix}"]), weight, runs_of(model))
+
+
+def runs_of(row_label: str) -> int:
+    """How many training runs a table row stands for: n for an across-seed mean row, else 1."""
+    seeds = SEED_MEAN_ROW.fullmatch(str(row_label))
+    return int(seeds["runs"]) if seeds else 1
 
 
 def bottleneck_rows(table: pd.DataFrame) -> dict[int, str]:
-    """k -> model of the family's master-seed rows (`bn-<k>`) of a metrics table."""
-    return {int(m.removeprefix("bn-")): m for m in table["model"] if m.startswith("bn-") and m[3:].isdigit()}
+    """k -> the row the claims read for `bn-<k>` in a table with a row per model: its across-seed mean row where the
+    table has one, else the master seed's run (`bn-<k>`)."""
+    labels = [str(m) for m in table["model"]]
+    means = {seeds["model"]: label for label in labels if (seeds := SEED_MEAN_ROW.fullmatch(label))}
+    return {int(m.removeprefix("bn-")): means.get(m, m) for m in labels if m.startswith("bn-") and m[3:].isdigit()}
 
 
 def oversmoothing_findings(table_4_1: pd.DataFrame, ground_truths: Sequence[str], moderate_k: int, min_effect: float,
@@ -103,7 +120,8 @@ def oversmoothing_findings(table_4_1: pd.DataFrame, ground_truths: Sequence[str]
                              f"TTO({high}) - {min_effect} > 0", [tto(high)], confidence, offset=min_effect))
         gap = float((models[f"NSMD mean ({gt})"] - models[f"TTO mean ({gt})"]).max())
         rows.append({"id": "nsmd_below_tto", "claim": "NSMD <= TTO", "ground_truth": gt,
-                     "test": "max over rows of NSMD - TTO <= 0 (an identity per position)", "estimate": -gap,
+                     "test": "min over rows of TTO - NSMD >= 0 (an identity per position)", "runs": 1,
+                     "estimate": -gap,
                      "ci_low": -gap, "ci_high": -gap, "verdict": HOLDS if gap <= 1e-9 else FAILS,
                      "evidence": f"largest NSMD - TTO {gap:.3g}"})
     if "TBAT mean" in table_4_1:
@@ -181,7 +199,7 @@ def _method_term(table: pd.DataFrame, model: str, metric: str, method: str, weig
     row = table.loc[(model, metric)]
     label = METHOD_LABELS[method]
     return Term(f"{method} | {model}", float(row[f"{label} mean"]), float(row[f"{label} ci_low"]),
-                float(row[f"{label} ci_high"]), weight)
+                float(row[f"{label} ci_high"]), weight, runs_of(model))
 
 
 def greedy_findings(e_tables: Mapping[str, Sequence[pd.DataFrame]], confidence: float) -> list[dict]:
@@ -233,9 +251,9 @@ def findings_table(rows: Sequence[dict]) -> pd.DataFrame:
 
 def findings_markdown(table: pd.DataFrame) -> str:
     """A findings table as markdown: one line per claim and ground truth, its estimate, interval and verdict."""
-    lines = ["| claim | against | test | estimate [interval] | verdict |", "|---|---|---|---|---|"]
+    lines = ["| claim | against | test | runs | estimate [interval] | verdict |", "|---|---|---|---|---|---|"]
     for row in table.itertuples():
-        lines.append(f"| {row.claim} | {row.ground_truth} | `{row.test}` | {row.estimate:.3g} "
+        lines.append(f"| {row.claim} | {row.ground_truth} | `{row.test}` | {row.runs} | {row.estimate:.3g} "
                      f"[{row.ci_low:.3g}, {row.ci_high:.3g}] | **{row.verdict}** |")
     return "\n".join(lines) + "\n"
 
@@ -247,6 +265,8 @@ def findings_page(table: pd.DataFrame, confidence: float) -> str:
     tally = ", ".join(f"{int(counts.get(v, 0))} {v}" for v in (HOLDS, FAILS, UNDECIDED))
     intro = (f"{len(table)} tests: {tally}. Each is a difference the thesis says is positive, with its "
              f"{confidence:.0%} interval combined from the tables' bootstrap intervals. **holds**: the interval lies "
-             "above 0; **fails**: below 0; **undecided**: it holds 0. Each test is defined in the project's "
-             "docs/results.md.")
+             "above 0; **fails**: below 0; **undecided**: it holds 0. `runs`: the training runs (seeds) of each "
+             "compared model that the interval covers (across-seed means where the config trains several); a verdict "
+             "on one run is about that run, not about another seed of the same model. Each test is defined in the "
+             "project's docs/results.md.")
     return f"# The thesis's findings as tests\n\n{intro}\n\n{findings_markdown(table)}"
