@@ -25,8 +25,7 @@ from oversmooth.core.spectra import (
     threshold_rank,
 )
 from oversmooth.extraction.logit_tables import list_to_numpy
-from oversmooth.models.checkpoints import load_model, save_torch
-from oversmooth.models.torchfile import load_torch
+from oversmooth.models.checkpoints import load_model, load_torch, save_torch
 
 
 def truncated_svd(weight: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

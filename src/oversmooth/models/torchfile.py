@@ -75,8 +75,8 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
         archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile as error:
         raise CheckpointReadError(f"{path}: not a torch checkpoint in the zip format ({error})") from None
-    check_zip_members(path)  # damaged data would be read without a word
     with archive:
+        check_zip_members(path)  # damaged data would be read without a word
         pickles = [name for name in archive.namelist() if name.endswith("/data.pkl")]
         if len(pickles) != 1:
             raise CheckpointReadError(f"{path}: expected one data.pkl in the archive, found {len(pickles)}")
