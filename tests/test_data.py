@@ -96,6 +96,20 @@ def test_manifest_hashes_and_sizes_match_the_shards(tmp_path, corpus_dir):
     assert manifest["sources"][0]["documents"] == 40
 
 
+def test_a_shard_damaged_in_place_is_named_when_read_with_the_command_that_rebuilds_it(tmp_path, corpus_dir):
+    paths, _ = _build(tmp_path, [_files(corpus_dir)])
+    intact = np.array(read_shard(paths.train))
+    data = bytearray(paths.train.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte: same size, same time a copy would keep
+    paths.train.write_bytes(bytes(data))
+    with pytest.raises(UnreadableInputError, match=r"train.bin: damaged: its SHA-256 is not the one recorded in "
+                                                   r".*shards.sha256.*`snakemake all --forcerun .*train.bin`"):
+        read_shard(paths.train)
+    assert np.array_equal(read_shard(paths.val), np.fromfile(paths.val, dtype=np.uint8))  # its twin is intact
+    paths.digests.unlink()  # shards without a record (written by hand) are read as they are
+    assert read_shard(paths.train).size == intact.size
+
+
 def test_documents_are_followed_by_the_separator(tmp_path, corpus_dir):
     paths, manifest = _build(tmp_path, [_files(corpus_dir)], separator="\n<|doc|>\n")
     shard = paths.train.read_bytes()

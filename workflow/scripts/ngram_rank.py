@@ -3,18 +3,18 @@
 
 import logging
 
-import numpy as np
 import pandas as pd
 
 from oversmooth.analysis.rank import ngram_rank_rows
 from oversmooth.core.io import write_csv
 from oversmooth.core.job import workflow_job
+from oversmooth.data.corpus import read_shard
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with workflow_job(smk.log[0]):
     settings = smk.params.rank
-    data = np.memmap(smk.input.train, dtype=np.uint8, mode="r")
+    data = read_shard(smk.input.train)
     rows = ngram_rank_rows(data, settings["ngram_n"], settings["ngram_contexts"], settings["ngram_alpha"],
                            settings["threshold"], settings["energy_shares"])
     for row in rows:

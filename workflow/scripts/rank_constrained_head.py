@@ -1,13 +1,13 @@
 """Snakemake adapter: learned rank-r heads on the frozen source model against the SVD-imposed and from-scratch
 heads (Godey et al. 2024; rule rank_constrained_head). Its figure is drawn by rule figure_godey_rank_loss."""
 
-import numpy as np
 import pandas as pd
 import torch
 
 from oversmooth.analysis.headfit import HeadFitSettings, rank_loss_table
 from oversmooth.core.io import write_csv
 from oversmooth.core.job import workflow_job
+from oversmooth.data.corpus import read_shard
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
@@ -19,8 +19,8 @@ with workflow_job(smk.log[0]):
                                seed=smk.params.seed)
     rows = rank_loss_table(
         smk.input.source,
-        np.memmap(smk.input.train, dtype=np.uint8, mode="r"),
-        np.memmap(smk.input.val, dtype=np.uint8, mode="r"),
+        read_shard(smk.input.train),
+        read_shard(smk.input.val),
         smk.params.ranks,
         dict(zip(smk.params.scratch, smk.input.scratch)),
         settings,

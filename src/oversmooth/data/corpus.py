@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from oversmooth import __version__
-from oversmooth.core.io import ParquetInput, atomic_path
+from oversmooth.core.io import ParquetInput, UnreadableInputError, atomic_path, rebuild_advice, sha256_file
 from oversmooth.core.logs import get_logger
 
 log = get_logger("data")
@@ -560,5 +560,24 @@ def _check_splits(counts: Mapping[str, int], stats: Iterable[SourceStats], val_f
 
 
 def read_shard(path: str | os.PathLike) -> np.memmap:
-    """A byte shard as a read-only uint8 memmap."""
+    """A byte shard as a read-only uint8 memmap, after checking it against the digest `prepare_corpus` recorded
+    beside it (`shards.sha256`, where there is one): the jobs read shards as `ancient()` inputs, so a shard damaged
+    in place is found here or nowhere."""
+    path = Path(path)
+    recorded = recorded_shard_digest(path)
+    if recorded is not None and sha256_file(path) != recorded:
+        raise UnreadableInputError(f"{path}: damaged: its SHA-256 is not the one recorded in "
+                                   f"{path.with_name(SHARD_DIGESTS)}. {rebuild_advice(path)}")
     return np.memmap(path, dtype=np.uint8, mode="r")
+
+
+def recorded_shard_digest(path: Path) -> str | None:
+    """The SHA-256 that `shards.sha256` beside a shard records for it; None without such a file or line."""
+    digests = path.with_name(SHARD_DIGESTS)
+    if not digests.is_file():
+        return None
+    for line in digests.read_text().splitlines():
+        digest, _, name = line.partition("  ")  # `shard_digests`' format, sha256sum's
+        if name == path.name:
+            return digest
+    return None
