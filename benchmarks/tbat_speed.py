@@ -3,20 +3,28 @@
 Random heads W (256 x k) and outputs p = softmax(W z), or real positions of a trained model:
     python benchmarks/tbat_speed.py [--ks 4 8 16 32 256 --positions 40 --reference-positions 4]
     python benchmarks/tbat_speed.py --checkpoint results/models/bn-8/best.pt --logits results/logits/bn-8.parquet
-Prints, per k, seconds per position of each, the ratio, LP solves per position, and whether the reject
-sets are identical (goal: >= 100x for every k <= 32, and no LP at full rank).
+Prints, per k, seconds per position of ours, of the solver at `--baseline` (a git revision, default the tag
+v0.2.0) and of the thesis's method, the ratios, LP solves per position, and whether the reject sets are identical
+(goal: >= 100x the thesis's method for every k <= 32, and no LP at full rank).
 
 A token-track head over its whole vocabulary (49,152 tokens: one linprog per token would take hours per position,
 so it runs on a subsample of tokens, every token our solver accepts and `--reference-tokens` it rejects, and its
 time per position is the mean time per linprog times the tokens the thesis's method decides, p_i <= threshold):
-    python benchmarks/tbat_speed.py --head results/models/tok-learned-r4/head.pt \
-        --states results/tokens/eval.states.parquet --positions 3 --reference-tokens 20
+    python benchmarks/tbat_speed.py --head results/models/tok-learned-r64/head.pt \
+        --states results/tokens/eval.states.parquet --positions 8 --baseline-positions 2 --reference-tokens 10
+`--head results/data/smollm2` takes the source LM's own full head (k = 576). The baseline solver runs on the
+first `--baseline-positions` positions (0: none; v0.2.0 needs about a minute per position at k = 64 and did not
+finish one position of the full head in 15 minutes).
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import time
+import types
+from pathlib import Path
 
 import numpy as np
 
@@ -41,13 +49,20 @@ def real_outputs(checkpoint: str, logits: str, n: int, seed: int) -> tuple[np.nd
     return W, p / p.sum(1, keepdims=True)
 
 
-def compare(W: np.ndarray, probs: np.ndarray, n_reference: int, settings: TBATSettings) -> dict:
-    solver = BATSolver(W, settings)
+def compare(W: np.ndarray, probs: np.ndarray, n_reference: int, settings: TBATSettings, baseline) -> dict:
+    """Seconds per position of our solver and of the baseline's (same positions, both warmed up), and of the
+    definition on the first `n_reference`; whether all three give the same sets."""
+    solver, old = BATSolver(W, settings), baseline(W, settings)
     solver.reject_set(probs[0])  # warm-up: the first solve builds HiGHS's data
+    old.reject_set(probs[0])
     results, start = [], time.perf_counter()
     for p in probs:
         results.append(solver.reject_set(p))
     fast = (time.perf_counter() - start) / len(probs)
+    start, same = time.perf_counter(), True
+    for p, result in zip(probs, results):
+        same &= np.array_equal(old.reject_set(p).rejected, result.rejected)
+    slow = (time.perf_counter() - start) / len(probs)
     start, agree, reference_failures = time.perf_counter(), True, 0
     for p, result in zip(probs[:n_reference], results):
         rejected, failures = bat_reject_set(p, W, threshold=settings.threshold, zero_tol=settings.zero_tol)
@@ -56,30 +71,63 @@ def compare(W: np.ndarray, probs: np.ndarray, n_reference: int, settings: TBATSe
         agree &= not result.failed and np.array_equal(rejected[ok], result.rejected[ok])
     reference = (time.perf_counter() - start) / n_reference
     return {
-        "fast": fast, "reference": reference, "agree": agree, "reference_failures": reference_failures,
-        "solves": np.mean([r.lp_solves for r in results]), "tbat": np.nanmean([r.tbat(p) for r, p in zip(results, probs)]),
+        "fast": fast, "slow": slow, "same": same, "reference": reference, "agree": agree,
+        "reference_failures": reference_failures, "solves": np.mean([r.lp_solves for r in results]),
+        "tbat": np.nanmean([r.tbat(p) for r, p in zip(results, probs)]),
     }
 
 
 def token_outputs(head_path: str, states: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    from oversmooth.analysis.tokenheads import head_matrix, load_head, sampled_state_rows
+    """A token-track head (results/models/tok-*/head.pt), or a source LM's folder for its own full head."""
+    import torch
 
-    head = load_head(head_path)[0]
+    from oversmooth.analysis.tokenheads import head_matrix, load_head, output_weight, sampled_state_rows
+    from oversmooth.models.causallm import load_causal_lm
+
+    torch.set_num_threads(1)
+    if head_path.endswith(".pt"):
+        head = load_head(head_path)[0]
+        W = head_matrix(head)
+    else:
+        head = output_weight(load_causal_lm(head_path)[0])
+        W = head.double().numpy()
     p = np.exp(sampled_state_rows(head, states, n, seed).logprobs)
-    return head_matrix(head), p / p.sum(1, keepdims=True)
+    return W, p / p.sum(1, keepdims=True)
 
 
-def compare_on_tokens(W: np.ndarray, probs: np.ndarray, n_rejected: int, settings: TBATSettings, seed: int) -> dict:
-    """Our solver on every position; the definition on each position's accepted tokens and `n_rejected` random
-    rejected ones (with p_i above zero_tol), its time per position extrapolated from its time per linprog."""
+def baseline_solver(revision: str):
+    """The BATSolver class of tbat.py at a git revision (a tag such as v0.2.0), loaded beside today's."""
+    source = subprocess.run(["git", "show", f"{revision}:src/oversmooth/analysis/tbat.py"], capture_output=True,
+                            text=True, check=True, cwd=Path(__file__).parent).stdout
+    module = sys.modules[f"tbat_{revision}"] = types.ModuleType(f"tbat_{revision}")  # its dataclasses look it up
+    exec(compile(source, f"{revision}:src/oversmooth/analysis/tbat.py", "exec"), module.__dict__)
+    return module.BATSolver
+
+
+def timed(solver, p: np.ndarray):
+    start = time.perf_counter()
+    result = solver.reject_set(p)
+    return result, time.perf_counter() - start
+
+
+def compare_on_tokens(W: np.ndarray, probs: np.ndarray, n_rejected: int, settings: TBATSettings, seed: int,
+                      baseline, n_baseline: int) -> dict:
+    """Our solver on every position, the baseline solver on the first `n_baseline`; the definition on each
+    position's accepted tokens and `n_rejected` random rejected ones (with p_i above zero_tol), its time per
+    position extrapolated from its time per linprog."""
     solver = BATSolver(W, settings)
-    rng, fast, per_lp, agree, failures, solves, tbat = np.random.default_rng(seed), [], [], True, 0, [], []
-    for p in probs:
-        start = time.perf_counter()
-        result = solver.reject_set(p)
-        fast.append(time.perf_counter() - start)
+    old = baseline(W, settings) if n_baseline else None
+    rng, fast, slow, per_lp, failures, solves, tbat = np.random.default_rng(seed), [], [], [], 0, [], []
+    agree, same = True, True
+    for n, p in enumerate(probs):
+        result, seconds = timed(solver, p)
+        fast.append(seconds)
         solves.append(result.lp_solves)
         tbat.append(result.tbat(p))
+        if n < n_baseline:
+            before, seconds = timed(old, p)
+            slow.append(seconds)
+            same &= not before.failed and np.array_equal(before.rejected, result.rejected)
         rejected = np.flatnonzero(result.rejected & (p / (1 - settings.threshold) > settings.zero_tol))
         chosen = np.concatenate([np.flatnonzero(~result.rejected), rng.choice(rejected, min(n_rejected, len(rejected)), replace=False)])
         start = time.perf_counter()
@@ -89,8 +137,10 @@ def compare_on_tokens(W: np.ndarray, probs: np.ndarray, n_rejected: int, setting
         failures += len(failed)
         ok = np.setdiff1d(chosen, failed)
         agree &= not result.failed and np.array_equal(expected[ok], result.rejected[ok])
-    return {"fast": np.mean(fast), "reference": np.mean(per_lp), "agree": agree, "reference_failures": failures,
-            "solves": np.mean(solves), "tbat": np.nanmean(tbat)}
+    return {"fast": np.mean(fast), "slow": np.mean(slow) if slow else float("nan"), "same": same,
+            "fast_on_baseline": np.mean(fast[: len(slow)]) if slow else float("nan"),
+            "reference": np.mean(per_lp), "agree": agree, "reference_failures": failures, "solves": np.mean(solves),
+            "tbat": np.nanmean(tbat), "worst": max(fast)}
 
 
 def main() -> None:
@@ -102,17 +152,25 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--checkpoint")
     parser.add_argument("--logits")
-    parser.add_argument("--head", help="a token-track head (results/models/tok-*/head.pt)")
+    parser.add_argument("--head", help="a token-track head (results/models/tok-*/head.pt), or the source LM's folder "
+                        "(results/data/smollm2) for its own full head")
     parser.add_argument("--states", help="the token track's cached evaluation states")
     parser.add_argument("--reference-tokens", type=int, default=20, help="rejected tokens checked per position")
+    parser.add_argument("--baseline", default="v0.2.0", help="git revision whose solver runs beside today's")
+    parser.add_argument("--baseline-positions", type=int, help="positions the baseline solves (default: all)")
     args = parser.parse_args()
     settings = TBATSettings()
     if args.head:
         W, probs = token_outputs(args.head, args.states, args.positions, args.seed)
-        row = compare_on_tokens(W, probs, args.reference_tokens, settings, args.seed)
+        n_baseline = len(probs) if args.baseline_positions is None else min(args.baseline_positions, len(probs))
+        row = compare_on_tokens(W, probs, args.reference_tokens, settings, args.seed,
+                                baseline_solver(args.baseline) if n_baseline else None, n_baseline)
         print(f"{args.head}: V = {W.shape[0]}, k = {W.shape[1]}, {len(probs)} positions (pure sampling)")
-        print(f"ours {row['fast']:.2f} s/position ({row['solves']:.1f} LPs), one linprog per token "
-              f"{row['reference']:.0f} s/position (extrapolated), ratio {row['reference'] / row['fast']:.0f}; "
+        print(f"ours {row['fast']:.2f} s/position (slowest {row['worst']:.2f}; {row['solves']:.1f} LPs), "
+              f"{args.baseline} {row['slow']:.2f} s/position on the first {n_baseline} (ours there "
+              f"{row['fast_on_baseline']:.2f}, ratio {row['slow'] / row['fast_on_baseline']:.0f}; identical reject "
+              f"sets: {row['same']}), one linprog per token "
+              f"{row['reference']:.0f} s/position (extrapolated, ratio {row['reference'] / row['fast']:.0f}); "
               f"mean TBAT {row['tbat']:.4f}; identical on the checked tokens: {row['agree']} "
               f"({row['reference_failures']} linprog failures)")
         return
@@ -120,11 +178,14 @@ def main() -> None:
         cases = [("real", real_outputs(args.checkpoint, args.logits, args.positions, args.seed))]
     else:
         cases = [(f"k={k}", random_outputs(k, args.positions, args.seed + k, args.scale)) for k in args.ks]
-    print(f"{'case':<8}{'ours s/pos':>12}{'thesis s/pos':>14}{'ratio':>8}{'LPs/pos':>9}{'mean TBAT':>11}  identical (thesis LP failures)")
+    baseline = baseline_solver(args.baseline)
+    print(f"{'case':<8}{'ours s/pos':>12}{args.baseline + ' s/pos':>14}{'ratio':>7}{'thesis s/pos':>14}{'ratio':>8}"
+          f"{'LPs/pos':>9}{'mean TBAT':>11}  identical to {args.baseline}, to the thesis (its LP failures)")
     for name, (W, probs) in cases:
-        row = compare(W, probs, min(args.reference_positions, len(probs)), settings)
-        print(f"{name:<8}{row['fast']:>12.2e}{row['reference']:>14.3f}{row['reference'] / row['fast']:>8.0f}"
-              f"{row['solves']:>9.1f}{row['tbat']:>11.4f}  {row['agree']} ({row['reference_failures']})")
+        row = compare(W, probs, min(args.reference_positions, len(probs)), settings, baseline)
+        print(f"{name:<8}{row['fast']:>12.2e}{row['slow']:>14.2e}{row['slow'] / row['fast']:>7.1f}"
+              f"{row['reference']:>14.3f}{row['reference'] / row['fast']:>8.0f}{row['solves']:>9.1f}{row['tbat']:>11.4f}"
+              f"  {row['same']}, {row['agree']} ({row['reference_failures']})")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from oversmooth.analysis import tbat
 from oversmooth.analysis.reference import bat_reject_set
 from oversmooth.analysis.tbat import BATSolver, TBATSettings, dual_bounds, row_basis, tbat_positions
 from oversmooth.extraction.logit_tables import sample_positions
@@ -74,6 +75,59 @@ def test_large_vocabulary_with_negligible_tokens_agrees_with_the_definition_on_a
     expected, failures = bat_reject_set(p, W, tokens=chosen)
     assert not failures and 0 < len(accepted) < 6000
     assert np.array_equal(expected[chosen], result.rejected[chosen])
+
+
+def screen_witness(W, p, i, power):
+    """The screen's witness for token i, from its formula: q_i = 0, q_l = p_l + a w_l K_li for l != i, w = p^power,
+    K = Q^T M^+ Q, M = Q diag(w) Q^T, a = p_i / (1 - w_i K_ii)."""
+    Q, w = row_basis(W, 1e-10), p**power
+    K_i = Q.T @ (np.linalg.pinv((Q * w) @ Q.T) @ Q[:, i])
+    q = p + p[i] / (1 - w[i] * K_i[i]) * w * K_i
+    q[i] = 0.0
+    return q
+
+
+def test_every_token_the_screen_rejects_has_the_witness_its_formula_gives():
+    """The screen rejects without an LP: for each token it rejects, one of its moves (w = p, p^1.5, p^2), rebuilt
+    here from the formula, is a witness: A q = A p and 0 <= q <= u."""
+    W, p = random_instance(3000, 32, 21, scale=6.0)
+    solver, u = BATSolver(W), p / 0.8
+    undecided, rejected = (p <= 0.2) & (u > 1e-9), u <= 1e-9
+    before = undecided.copy()
+    solver._screen(p, u, undecided, rejected)
+    screened = np.flatnonzero(before & rejected)
+    assert len(screened) > 1300  # of 1,441 undecided: most of the tail, without an LP
+    A = np.vstack([W.T, np.ones(len(p))])
+
+    def is_witness(q):
+        return np.abs(A @ q - A @ p).max() < 1e-9 and q.min() >= -1e-12 and (q - u).max() <= 1e-12
+
+    for i in screened[:: len(screened) // 50]:
+        assert any(is_witness(screen_witness(W, p, i, power)) for power in tbat.SCREEN_POWERS)
+
+
+def test_column_generation_over_the_tail_gives_the_definitions_set(monkeypatch):
+    # 2,500 tokens, more than one LP over every token (FULL_LP_COLUMNS): each position's LP frees its undecided
+    # tokens and (here) the 4 most probable; tail vertices priced in until a witness or a certificate
+    monkeypatch.setattr(tbat, "FREE_COLUMNS", 4)
+    W, p = random_instance(2500, 16, 5, scale=4.0)
+    result = BATSolver(W).reject_set(p)
+    assert not result.failed and result.stats["tail_vertices"] > 5
+    accepted = np.flatnonzero(~result.rejected)
+    rejected = np.random.default_rng(1).choice(np.flatnonzero(result.rejected & (p / 0.8 > 1e-9)), 40, replace=False)
+    chosen = np.concatenate([accepted, rejected])
+    expected, failures = bat_reject_set(p, W, tokens=chosen)
+    assert not failures and len(accepted) == 5
+    assert np.array_equal(expected[chosen], result.rejected[chosen])
+
+
+def test_a_position_that_column_generation_cannot_settle_is_marked_failed_not_decided(monkeypatch):
+    monkeypatch.setattr(tbat, "FREE_COLUMNS", 4)
+    monkeypatch.setattr(tbat, "MAX_PRICING_ROUNDS", 1)
+    W, p = random_instance(2500, 16, 5, scale=4.0)
+    result = BATSolver(W).reject_set(p)
+    assert result.failed and np.isnan(result.tbat(p))
+    assert "undecided after 1 pricing rounds" in result.stats["status"]
 
 
 def test_bytes_above_the_threshold_are_never_rejected_so_skipping_them_is_exact():

@@ -1,28 +1,38 @@
 """TBAT, the total BAT-reject set mass (thesis §4.1.6, appendix D), exact and fast.
 
-For a model output p over V bytes and the matrix W (V x k) that maps the head's input to logits,
-byte i is BAT-rejected iff some q exists with
+For a model output p over V tokens (bytes, or the token track's 49,152) and the matrix W (V x k) that maps the
+head's input to logits, token i is BAT-rejected iff some q exists with
 
     q_i = 0,  sum(q) = 1,  0 <= q <= u = p / (1 - threshold),  W^T q = W^T p,
 
-and TBAT is the mass p puts on the rejected bytes. With A = [W^T; 1^T] the constraints are
-A q = A p, 0 <= q <= u: a polytope P that contains p. Facts the solver uses:
+and TBAT is the mass p puts on the rejected tokens. With A = [W^T; 1^T] the constraints are A q = A p,
+0 <= q <= u: a polytope P that contains p. Q is an orthonormal basis of A's rows (r x V), Q_i its column i, and
+c = threshold / (1 - threshold), so that u = p (1 + c). Facts the solver uses:
 
 - rank(A) = V: q = p is the only point of P, so nothing with p_i > 0 is rejected (no LP at all).
 - i can be rejected only if sum over j != i of u_j >= 1, i.e. p_i <= threshold.
-- A vertex q of P with q_i = 0 proves i rejected (a witness; it is checked against the constraints).
-  Minimising sum over undecided i of q_i / u_i gives vertices that zero many bytes at once.
+- The screen (no LP). Move every other token's mass in proportion to p: q = p + d with d_i = -p_i and
+  d_l = a p_l K_li for l != i, where K = Q^T M^+ Q, M = Q diag(p) Q^T and a = p_i / (1 - p_i K_ii). Then
+  A q = A p (sum over l of p_l Q_l K_li = M M^+ Q_i = Q_i), q_i = 0, and q is in [0, u] iff -1 <= a K_li <= c for
+  every l != i with p_l > 0: a witness, checked exactly, one column of K per token (the least-norm q with q_i = 0
+  in the p-weighted norm). K_li is bounded by Cauchy-Schwarz (|K_li| <= sqrt(K_ll K_ii)) outside the heaviest l,
+  then computed for the tokens the bound leaves; the tokens left try the same move with p^1.5 and p^2 in place of p
+  (w: q_l = p_l + a w_l K_li, a = p_i / (1 - w_i K_ii), K from M = Q diag(w) Q^T). Over a real LM's 49,152 tokens
+  it rejects all but a few dozen at k = 64 (under a second) and all but about 300 at k = 576 (8 s).
 - For any s in the row space of A, min over P of q_i >= L_i(s) = p.s - sum_l u_l max(s_l - [l = i], 0)
-  (weak LP duality). L_i(s) > 0 proves i accepted (a certificate). Candidates for s: for each byte the
-  p-weighted least-squares direction with s_i = 1, refined by reweighting towards the dual objective,
-  and the dual solutions of every LP solved.
-- Bytes neither proved nor refuted are settled by `min q_i` over P, one LP each.
+  (weak LP duality). L_i(s) > 0 proves i accepted (a certificate). Candidates for s: the least-squares direction
+  K_(., i) / K_ii (the screen computes it), reweighted directions, and the dual solution of every LP solved.
+- A vertex q of P with q_i = 0 proves i rejected (a witness; it is checked against the constraints).
+  Minimising sum over undecided i of q_i / u_i gives vertices that zero many tokens at once; the tokens left
+  are settled by min q_i, one LP each.
+- Column generation over a large vocabulary. Its LP frees the undecided and the most probable tokens and fixes
+  every other q_l at p_l: a witness of this LP is a witness of P. Its dual s is a certificate of P when
+  L_i(s) > margin over every token; where it is not, the fixed tokens that cost the bound most (s_l (u_l - p_l) for
+  s_l > 0, -s_l p_l for s_l < 0) are freed and the LP solved again, until a witness or a certificate (with every
+  token free, the LP's optimum is P's).
 
-Over a large vocabulary (the token track's 49,152 tokens, W a rank-k head's up-projection) only the most
-probable undecided tokens get certificate directions, a few at a time; the LPs settle the rest.
-
-One HiGHS LP per model is built once (its rows, an orthonormal basis of A's rows, depend on W
-only) and re-solved with new bounds and costs, each solve warm-started from the last basis.
+Up to FULL_LP_COLUMNS tokens (the byte track) one HiGHS LP per model is built once and re-solved with new bounds
+and costs, each solve warm-started from the last basis; above it each position builds its own smaller LP.
 A solver failure marks the position failed (TBAT NaN), never accept or reject.
 """
 
@@ -44,8 +54,17 @@ from oversmooth.extraction.logit_tables import SampledRows
 log = get_logger("tbat")
 
 
-MAX_DIRECTIONS = 256  # tokens given certificate directions per round: every byte, or a vocabulary's most probable
-DIRECTION_VALUES = 2**21  # a chunk of directions holds about this many values (r x V per token), 16 MB
+FULL_LP_COLUMNS = 2048  # up to this vocabulary one LP over every token per model; above it, column generation
+FREE_COLUMNS = 512  # a large vocabulary's LP frees its undecided tokens and at least this many most probable ones
+HEAVY_TOKENS = 1024  # the screen's first pass computes K_li for these l (largest K_ll), bounds the others
+EXACT_SCREEN = 4096  # undecided tokens (most probable first) whose move and direction are computed over every token
+SCREEN_VALUES = 2**23  # a block of K holds about this many values (64 MB)
+MAX_PRICING_ROUNDS = 1000  # tail vertices added for one token before the position is marked failed
+MAX_DIRECTIONS = 256  # tokens given reweighted certificate directions (one LP over every token only)
+DIRECTION_VALUES = 2**21  # a chunk of reweighted directions holds about this many values (r x V per token), 16 MB
+SCREEN_POWERS = (1.0, 1.5, 2.0)  # the screen's moves in proportion to p^power, each for the tokens the last left
+SCREEN_CONDITION = 1e8  # the screen inverts M on its eigenvalues above largest / this (K exact to ~1e-8 relative)
+SCREEN_ERROR = 1e-7  # the screen's bound on K's rounding error, relative to sqrt(K_ll K_ii) (and on p_i K_ii)
 
 
 @dataclass(frozen=True)
@@ -83,7 +102,7 @@ def row_basis(W: np.ndarray, rank_tol: float) -> np.ndarray:
 
 
 def dual_bounds(S: np.ndarray, p: np.ndarray, u: np.ndarray, chunk: int = 32) -> np.ndarray:
-    """max over the rows s of S (each in A's row space, scaled so that the bound is best) of L_i(s), per byte i.
+    """max over the rows s of S (each in A's row space, scaled so that the bound is best) of L_i(s), per token i.
 
     L_i(a s) = a (p.s - u.max(s, 0)) + u_i min(a s_i, 1)^+ is best at a = 1 / s_i for s_i > 0. Rows are taken
     `chunk` at a time, so that the temporaries stay small over a large vocabulary."""
@@ -96,6 +115,74 @@ def dual_bounds(S: np.ndarray, p: np.ndarray, u: np.ndarray, chunk: int = 32) ->
     return best
 
 
+class PositionLP:
+    """min cost.q over P for one position: HiGHS over the `free` tokens; every other token (the tail) at
+    q_T = p_T + sum_k theta_k (v_k - p_T), theta >= 0, sum theta <= 1, with v_k vertices of the tail's box
+    [0, u_T] (Dantzig-Wolfe columns, one row more): every q so made is in P, and pricing adds the vertex that the
+    dual asks for, so that the LP's optimum tends to P's."""
+
+    def __init__(self, highs: highspy.Highs, Q: np.ndarray, p: np.ndarray, u: np.ndarray, free: np.ndarray,
+                 settings: TBATSettings):
+        self.highs, self.Q, self.p, self.u, self.settings = highs, Q, p, u, settings
+        self.free = free
+        self.tail = np.ones(len(p), dtype=bool)
+        self.tail[free] = False
+        self.every_token = not self.tail.any()
+        self.b = Q @ p
+        self.vertices: list[np.ndarray] = []  # per column: the tail tokens at u_l (the others at 0)
+        self.rhs = Q[:, free] @ p[free]
+        r, n = Q.shape[0], len(free)
+        self._columns = np.arange(n, dtype=np.int32)
+        self.highs.changeColsBounds(n, self._columns, np.zeros(n), u[free])
+        self.highs.changeRowsBounds(r, np.arange(r, dtype=np.int32), self.rhs, self.rhs)
+
+    def solve(self, cost: np.ndarray, result: BATResult) -> tuple[np.ndarray, np.ndarray] | None:
+        """The optimal q (over every token, checked against P) and the dual direction s = Q^T y, or None (the
+        result failed). `cost` is over the free tokens; the tail costs nothing."""
+        n = len(self.free)
+        self.highs.changeColsCost(n, self._columns, cost if self.every_token else cost[self.free])
+        run_status = self.highs.run()
+        result.lp_solves += 1
+        model_status = self.highs.getModelStatus()
+        if run_status != highspy.HighsStatus.kOk or model_status != highspy.HighsModelStatus.kOptimal:
+            result.failed = True
+            result.stats["status"] = f"{run_status}, {self.highs.modelStatusToString(model_status)}"
+            return None
+        solution = self.highs.getSolution()
+        values = np.asarray(solution.col_value)
+        if self.every_token:
+            q = values
+        else:
+            q = self.p.copy()
+            q[self.free] = values[:n]
+        for theta, at_top in zip(values[n:], self.vertices):
+            if theta > 0:
+                q[self.tail] += theta * (np.where(at_top, self.u, 0.0) - self.p)[self.tail]
+        tol = 10 * self.settings.feasibility_tol
+        if np.abs(self.Q @ q - self.b).max() > tol or (q < -tol).any() or (q > self.u + tol).any():
+            result.failed = True  # a witness that does not satisfy the constraints proves nothing
+            result.stats["status"] = "witness outside the polytope"
+            return None
+        self._convexity_dual = 0.0 if self.every_token else solution.row_dual[-1]
+        return q, self.Q.T @ np.asarray(solution.row_dual[: len(self.Q)])  # HiGHS: reduced costs = c - A^T y
+
+    def price(self, s: np.ndarray) -> bool:
+        """Add the tail vertex with the most negative reduced cost under dual s (every tail token at the bound its
+        reduced cost -s_l asks for); False if none improves, i.e. the LP's optimum is P's."""
+        if self.every_token:
+            return False
+        at_top = self.tail & (s > 0)
+        move = np.where(at_top, self.u, 0.0) - self.p
+        move[~self.tail] = 0.0
+        if -(s @ move) - self._convexity_dual >= -self.settings.feasibility_tol:
+            return False
+        r = self.Q.shape[0]
+        self.highs.addCols(1, np.zeros(1), np.zeros(1), np.ones(1), r + 1, np.zeros(1, dtype=np.int32),
+                           np.arange(r + 1, dtype=np.int32), np.append(self.Q @ move, 1.0))
+        self.vertices.append(at_top)
+        return True
+
+
 class BATSolver:
     """The BAT-reject set of one model's outputs, position after position."""
 
@@ -104,10 +191,12 @@ class BATSolver:
         self.V = W.shape[0]
         self.Q = row_basis(np.asarray(W, dtype=np.float64), settings.rank_tol)
         self.full_rank = self.Q.shape[0] == self.V
-        self.highs = None if self.full_rank else self._build_lp()
+        self.highs = self._build_lp(np.arange(self.V)) if not self.full_rank and self.V <= FULL_LP_COLUMNS else None
 
-    def _build_lp(self) -> highspy.Highs:
-        V, r, s = self.V, self.Q.shape[0], self.settings
+    def _build_lp(self, columns: np.ndarray, convexity: bool = False) -> highspy.Highs:
+        """HiGHS over `columns` of A's row basis (bounds and right-hand side set by PositionLP), with the tail's
+        convexity row (sum theta <= 1) where some tokens are not columns."""
+        r, n, s = self.Q.shape[0], len(columns), self.settings
         h = highspy.Highs()
         for option, value in (
             ("output_flag", False), ("presolve", "off"), ("threads", 1),
@@ -116,105 +205,185 @@ class BATSolver:
         ):
             h.setOptionValue(option, value)
         lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = V, r
-        lp.col_cost_, lp.col_lower_, lp.col_upper_ = np.zeros(V), np.zeros(V), np.ones(V)
-        lp.row_lower_, lp.row_upper_ = np.zeros(r), np.zeros(r)
+        lp.num_col_, lp.num_row_ = n, r + convexity
+        lp.col_cost_, lp.col_lower_, lp.col_upper_ = np.zeros(n), np.zeros(n), np.ones(n)
+        lp.row_lower_ = np.append(np.zeros(r), [-np.inf] * convexity)
+        lp.row_upper_ = np.append(np.zeros(r), [1.0] * convexity)
         lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = np.arange(0, V * r + 1, r)
-        lp.a_matrix_.index_ = np.tile(np.arange(r), V)
-        lp.a_matrix_.value_ = np.ascontiguousarray(self.Q.T).reshape(-1)
+        lp.a_matrix_.start_ = np.arange(0, n * r + 1, r)
+        lp.a_matrix_.index_ = np.tile(np.arange(r), n)
+        lp.a_matrix_.value_ = np.ascontiguousarray(self.Q[:, columns].T).reshape(-1)
         h.passModel(lp)
-        self._cols, self._rows = np.arange(V, dtype=np.int32), np.arange(r, dtype=np.int32)
         return h
 
     def reject_set(self, p: np.ndarray) -> BATResult:
-        """The BAT-rejected bytes of output p (a probability vector over V bytes)."""
+        """The BAT-rejected tokens of output p (a probability vector over V tokens)."""
         p = np.asarray(p, dtype=np.float64)
         s = self.settings
         u = p / (1 - s.threshold)
         # Every q in P has q_i <= u_i: where u_i <= zero_tol, q = p itself is a witness (mass 0 to TBAT's precision)
         zero = u <= s.zero_tol
-        # At full rank q = p is the only point, so the answer is exact: the bytes with p_i = 0, and TBAT is 0. Below
-        # it the LPs' answers hold to zero_tol, so a byte with u_i <= zero_tol counts as rejected (mass <= 1e-9).
+        # At full rank q = p is the only point, so the answer is exact: the tokens with p_i = 0, and TBAT is 0. Below
+        # it the LPs' answers hold to zero_tol, so a token with u_i <= zero_tol counts as rejected (mass <= 1e-9).
         if self.full_rank:
             return BATResult(p == 0, stats={"full_rank": True})
         undecided = (p <= s.threshold + 1e-12) & ~zero
         rejected = zero.copy()
-        self._certify(undecided, p, u, self._least_squares_directions)
         result = BATResult(rejected)
+        if undecided.any():
+            self._screen(p, u, undecided, rejected)
+        result.stats["screen_rejected"] = int(rejected.sum() - zero.sum())
         if not undecided.any():
             return result
-        b = self.Q @ p
-        self.highs.changeColsBounds(self.V, self._cols, np.zeros(self.V), u)
-        self.highs.changeRowsBounds(len(b), self._rows, b, b)
+        lp = self._position_lp(p, u, undecided)
+        self._solve_position(lp, result, p, u, undecided, rejected)
+        result.stats["tail_vertices"] = len(lp.vertices)
+        return result
+
+    def _solve_position(self, lp: PositionLP, result: BATResult, p, u, undecided, rejected) -> None:
+        """Settle the undecided tokens by LPs (in place), or stop at the first failure (result failed)."""
         refined = False
         while undecided.any():
             weights = np.where(undecided, u.min(where=undecided, initial=1.0) / np.where(undecided, u, 1.0), 0.0)
-            q, y = self._solve(weights, result, p, b, u)  # sum of q_i / u_i over the undecided, scaled to max 1
-            if q is None:
-                return result
-            newly = undecided & (q <= s.zero_tol)
-            rejected |= newly
-            undecided &= ~newly
-            undecided &= ~(dual_bounds(np.vstack([self.Q.T @ y, -self.Q.T @ y]), p, u) > s.certificate_margin)
-            if newly.any():
+            found = lp.solve(weights, result)  # sum of q_i / u_i over the undecided, scaled to max 1
+            if found is None:
+                return
+            if self._settle(*found, p, u, undecided, rejected):
                 continue
-            if not refined:  # the witnesses dried up: the rest is mostly accepted; try cheap certificates first
+            if not refined and lp.every_token:  # the witnesses dried up: the rest is mostly accepted
                 refined = True
-                self._certify(undecided, p, u, self._reweighted_directions)
+                self._certify(undecided, p, u)
             for i in np.flatnonzero(undecided):
-                if not undecided[i]:
+                if undecided[i] and not self._decide(i, lp, result, p, u, undecided, rejected):
+                    return
+
+    def _position_lp(self, p: np.ndarray, u: np.ndarray, undecided: np.ndarray) -> PositionLP:
+        """The model's LP over every token, or over a large vocabulary one over the undecided and most probable."""
+        if self.highs is not None:
+            return PositionLP(self.highs, self.Q, p, u, np.arange(self.V), self.settings)
+        free = undecided.copy()
+        free[np.argpartition(-p, FREE_COLUMNS)[:FREE_COLUMNS]] = True
+        free = np.flatnonzero(free)
+        return PositionLP(self._build_lp(free, convexity=True), self.Q, p, u, free, self.settings)
+
+    def _settle(self, q: np.ndarray, s: np.ndarray, p, u, undecided: np.ndarray, rejected: np.ndarray) -> bool:
+        """Reject the undecided tokens that vertex q zeroes, accept those that direction s certifies (in place);
+        whether any was rejected."""
+        newly = undecided & (q <= self.settings.zero_tol)
+        rejected |= newly
+        undecided &= ~newly
+        undecided &= ~(dual_bounds(np.vstack([s, -s]), p, u) > self.settings.certificate_margin)
+        return bool(newly.any())
+
+    def _decide(self, i: int, lp: PositionLP, result: BATResult, p, u, undecided, rejected) -> bool:
+        """Settle token i by min q_i, adding tail vertices until a witness, a certificate or P's optimum; False if
+        the LP failed."""
+        cost = np.zeros(self.V)
+        cost[i] = 1.0
+        for _ in range(MAX_PRICING_ROUNDS):
+            found = lp.solve(cost, result)
+            if found is None:
+                return False
+            self._settle(*found, p, u, undecided, rejected)
+            if not undecided[i]:
+                return True
+            if not lp.price(found[1]):  # the LP's optimum is P's: min q_i > zero_tol accepts i
+                undecided[i] = False
+                return True
+        result.failed = True
+        result.stats["status"] = f"token {i} undecided after {MAX_PRICING_ROUNDS} pricing rounds"
+        return False
+
+    def _screen(self, p: np.ndarray, u: np.ndarray, undecided: np.ndarray, rejected: np.ndarray) -> None:
+        """Reject the undecided tokens whose move is a witness, accept those whose least-squares direction is a
+        certificate (in place; the module's docstring has the test). The move in proportion to p first, then for
+        the tokens it leaves in proportion to p^1.5 and p^2 (w = p^power: q_l = p_l + a w_l K_li)."""
+        support = np.flatnonzero(p > 0)  # u > zero_tol > 0 for every undecided token
+        for power in SCREEN_POWERS:
+            candidates = np.flatnonzero(undecided)
+            if not len(candidates):
+                return
+            Z, K, miss = self._whitened(support, p[support] ** power, candidates)
+            at = np.searchsorted(support, candidates)
+            ratio = p[support] ** (power - 1)  # w_l / p_l
+            if power == 1 and len(support) * len(candidates) > SCREEN_VALUES:  # else exact blocks do it all
+                self._screen_bounded(Z, K, at, candidates, p, miss, undecided, rejected)
+            left = np.flatnonzero(undecided[candidates])  # the exact pass, most probable first
+            left = left[np.argsort(-p[candidates[left]], kind="stable")][:EXACT_SCREEN]
+            step = max(1, SCREEN_VALUES // len(support))
+            for start in range(0, len(left), step):
+                chunk = left[start : start + step]
+                chunk = chunk[undecided[candidates[chunk]]]
+                if not len(chunk):
                     continue
-                cost = np.zeros(self.V)
-                cost[i] = 1.0
-                q, y = self._solve(cost, result, p, b, u)
-                if q is None:
-                    return result
-                newly = undecided & (q <= s.zero_tol)
-                rejected |= newly
-                undecided &= ~newly
-                undecided[i] = False  # settled either way: q_i = min q_i
-                undecided &= ~(dual_bounds(np.vstack([self.Q.T @ y, -self.Q.T @ y]), p, u) > s.certificate_margin)
-        return result
+                block = Z.T @ Z[:, at[chunk]]  # (support, chunk): K_li
+                if power == 1:  # K_(., i) / K_ii: the least-squares certificate direction
+                    bounds = dual_bounds(block.T / K[at[chunk]][:, None], p[support], u[support])
+                    undecided[support[bounds > self.settings.certificate_margin]] = False
+                block *= ratio[:, None]
+                block[at[chunk], np.arange(len(chunk))] = 0.0  # the move leaves token i itself out
+                own = p[candidates[chunk]] ** power * K[at[chunk]]
+                size = np.sqrt(K[at[chunk]] * (K * ratio**2).max())
+                self._reject_moved(candidates[chunk], p, own, block.max(0), block.min(0), size, miss[chunk],
+                                   undecided, rejected)
 
-    def _solve(self, cost: np.ndarray, result: BATResult, p, b, u) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """Minimise cost.q over P; the vertex q and the row duals, or None (and the result failed)."""
-        self.highs.changeColsCost(self.V, self._cols, cost)
-        run_status = self.highs.run()
-        result.lp_solves += 1
-        model_status = self.highs.getModelStatus()
-        if run_status != highspy.HighsStatus.kOk or model_status != highspy.HighsModelStatus.kOptimal:
-            result.failed = True
-            result.stats["status"] = f"{run_status}, {self.highs.modelStatusToString(model_status)}"
-            return None, None
-        solution = self.highs.getSolution()
-        q = np.asarray(solution.col_value)
-        tol = 10 * self.settings.feasibility_tol
-        if np.abs(self.Q @ q - b).max() > tol or (q < -tol).any() or (q > u + tol).any():
-            result.failed = True  # a witness that does not satisfy the constraints proves nothing
-            result.stats["status"] = "witness outside the polytope"
-            return None, None
-        return q, np.asarray(solution.row_dual)
+    def _whitened(self, support: np.ndarray, w: np.ndarray, candidates: np.ndarray):
+        """Z with Z^T Z = K = Q^T M^+ Q on the support, M = Q diag(w) Q^T inverted on its eigenvalues above largest /
+        SCREEN_CONDITION; K's diagonal; each candidate Q_i's norm outside the range kept (the move's miss)."""
+        Qs = self.Q[:, support]
+        eigenvalues, vectors = np.linalg.eigh((Qs * w) @ Qs.T)
+        kept = eigenvalues > eigenvalues[-1] / SCREEN_CONDITION
+        Z = (vectors[:, kept] / np.sqrt(eigenvalues[kept])).T @ Qs
+        miss = np.linalg.norm(vectors[:, ~kept].T @ self.Q[:, candidates], axis=0)
+        return Z, np.einsum("ij,ij->j", Z, Z), miss
 
-    def _certify(self, undecided: np.ndarray, p: np.ndarray, u: np.ndarray, directions) -> None:
-        """Settle as accepted the undecided tokens that a dual bound proves (in place). The candidates are every
-        undecided token, or over a large vocabulary the `MAX_DIRECTIONS` most probable (the likeliest to be
-        accepted; the LPs settle the rest); their directions are made and used a few at a time."""
+    def _screen_bounded(self, Z, K, at, candidates, p, miss, undecided, rejected) -> None:
+        """The screen's first pass: K_li exact for the HEAVY_TOKENS l of largest K_ll, bounded by Cauchy-Schwarz
+        (|K_li| <= sqrt(K_ll K_ii)) for the others."""
+        n_heavy = min(HEAVY_TOKENS, len(K) - 1)
+        heavy = np.argpartition(-K, n_heavy)[:n_heavy]
+        light = np.ones(len(K), dtype=bool)
+        light[heavy] = False
+        row_of = np.full(len(K), -1)
+        row_of[heavy] = np.arange(n_heavy)
+        spread = np.sqrt(K[at] * K[light].max())
+        high, low = spread.copy(), -spread
+        step = max(1, SCREEN_VALUES // max(n_heavy, 1))
+        for start in range(0, len(at), step):
+            columns = at[start : start + step]
+            block = Z[:, heavy].T @ Z[:, columns]
+            own = row_of[columns] >= 0  # a heavy candidate's own entry: the move leaves it out
+            block[row_of[columns][own], np.flatnonzero(own)] = 0.0
+            np.maximum(high[start : start + step], block.max(0, initial=-np.inf), out=high[start : start + step])
+            np.minimum(low[start : start + step], block.min(0, initial=np.inf), out=low[start : start + step])
+        self._reject_moved(candidates, p, p[candidates] * K[at], high, low, np.sqrt(K[at] * K.max()), miss, undecided,
+                           rejected)
+
+    def _reject_moved(self, tokens, p, own, high, low, size, miss, undecided, rejected) -> None:
+        """Reject the tokens whose move q = p + d, d_i = -p_i, d_l = a w_l K_li (l != i), a = p_i / (1 - w_i K_ii),
+        stays in [0, u]: -1 <= a (w_l / p_l) K_li <= c for every l != i (high, low: the max and min of
+        (w_l / p_l) K_li over them; own: w_i K_ii), and reaches A q = A p (to `miss`). Rounding: those within
+        SCREEN_ERROR * size of their values, w_i K_ii within SCREEN_ERROR; the test holds for the worst of them."""
+        c = self.settings.threshold / (1 - self.settings.threshold)
+        left = 1 - own - SCREEN_ERROR  # at most the true 1 - w_i K_ii
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scale = np.where(left > SCREEN_ERROR, p[tokens] / left, np.inf)
+            room = SCREEN_ERROR * size
+            fits = ((scale * (high + room) <= c) & (scale * (room - low) <= 1)
+                    & (scale * miss <= self.settings.feasibility_tol))
+        rejected[tokens[fits]] = True
+        undecided[tokens[fits]] = False
+
+    def _certify(self, undecided: np.ndarray, p: np.ndarray, u: np.ndarray) -> None:
+        """Settle as accepted the undecided tokens that a reweighted direction proves (in place): the
+        `MAX_DIRECTIONS` most probable undecided tokens, a few at a time."""
         tokens = np.flatnonzero(undecided)
         if len(tokens) > MAX_DIRECTIONS:
             tokens = np.sort(tokens[np.argpartition(-p[tokens], MAX_DIRECTIONS - 1)[:MAX_DIRECTIONS]])
         chunk = max(1, DIRECTION_VALUES // (self.Q.shape[0] * self.V))
         for start in range(0, len(tokens), chunk):
-            bounds = dual_bounds(directions(p, u, tokens[start : start + chunk]), p, u)
+            bounds = dual_bounds(self._reweighted_directions(p, u, tokens[start : start + chunk]), p, u)
             undecided &= ~(bounds > self.settings.certificate_margin)
-
-    def _least_squares_directions(self, p: np.ndarray, u: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-        """For each token i, the s in A's row space minimising sum_l p_l s_l^2 with s_i = 1."""
-        if not len(tokens):
-            return np.zeros((0, self.V))
-        G = np.linalg.solve(_ridge((self.Q * p) @ self.Q.T), self.Q[:, tokens])  # (r, m)
-        S = (self.Q.T @ G).T  # (m, V)
-        return S / S[np.arange(len(tokens)), tokens][:, None]
 
     def _reweighted_directions(self, p: np.ndarray, u: np.ndarray, tokens: np.ndarray, rounds: int = 6) -> np.ndarray:
         """Least-squares directions reweighted towards the dual objective's asymmetric L1 cost
@@ -234,11 +403,6 @@ class BATSolver:
             cost = np.where(S > 0, u - p, p)
             weights = np.maximum(cost, 1e-300) / np.maximum(np.abs(S), 1e-6)
         return np.concatenate(directions)
-
-
-def _ridge(M: np.ndarray) -> np.ndarray:
-    """M plus a relative 1e-12 ridge: the heuristic directions need a solvable system, not an exact one."""
-    return M + (1e-12 * np.trace(M) / len(M) + 1e-300) * np.eye(len(M))
 
 
 # ----------------------------------------------------------------------------------------------

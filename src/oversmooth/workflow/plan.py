@@ -59,7 +59,7 @@ class Costs:
     marginal_gpu_speedup: float = 20.0  # the same search with the LM on a GPU (batched LM calls): an assumption
     metrics_s_per_position: float = 4.0e-5  # per decoding method at 256 bytes; x (V / 256)^0.8 for larger V
     tbat_s_per_position: float = 1.6e-3  # per decoding method at k = 4, byte track; grows ~ k^0.5
-    token_tbat_s_per_position: float = 1.2  # per decoding method at k = 4 over 49,152 tokens; grows ~ k
+    token_tbat_s_per_position: float = 0.1  # per decoding method at k = 4 over 49,152 tokens; x (k / 4)^0.6 (0.55 at 64)
     quality_fixed_s: float = 8.0  # MAUVE's k-means and the judge's load per job
     quality_s_per_byte: float = 3.0e-3  # per byte of sampled text: perplexity under SmolLM2, features, words
     head_fit_flops: float = 1300.0  # per (step x batch row x vocabulary entry) of fitting a learned head
@@ -306,7 +306,8 @@ class Planner:
         methods = len(self.config["decoding"]["methods"])
         k = bottleneck_of(model) if not model.startswith("gt-") else 256
         if is_token_model(model):
-            seconds = self.config["tokens"]["tbat_positions"] * methods * self.costs.token_tbat_s_per_position * k / 4
+            seconds = (self.config["tokens"]["tbat_positions"] * methods * self.costs.token_tbat_s_per_position
+                       * (k / 4) ** 0.6)
         else:
             seconds = self.config["tbat"]["positions"] * methods * self.costs.tbat_s_per_position * math.sqrt(k / 4)
         cost.cpu_h += seconds / 3600
