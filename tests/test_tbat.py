@@ -188,3 +188,21 @@ def test_position_sample_is_seeded_and_sorted():
     assert np.array_equal(a, sample_positions(1000, 50, seed=3)) and np.all(np.diff(a) > 0)
     assert np.array_equal(sample_positions(10, "all", seed=3), np.arange(10))
     assert len(sample_positions(10, 50, seed=3)) == 10
+
+
+def test_a_witness_outside_the_polytope_is_solved_again_from_scratch_and_a_second_fails_the_position(monkeypatch):
+    W, p = random_instance(256, 16, 11, scale=6.0)
+    expected = BATSolver(W).reject_set(p)
+    check, calls = tbat.PositionLP._witness, []
+
+    def once_outside(self, values):  # the first LP answer is taken for a warm start's rounding error
+        calls.append(1)
+        return None if len(calls) == 1 else check(self, values)
+
+    monkeypatch.setattr(tbat.PositionLP, "_witness", once_outside)
+    again = BATSolver(W).reject_set(p)
+    assert not again.failed and np.array_equal(again.rejected, expected.rejected)
+    assert again.lp_solves == expected.lp_solves + 1
+    monkeypatch.setattr(tbat.PositionLP, "_witness", lambda self, values: None)
+    failed = BATSolver(W).reject_set(p)
+    assert failed.failed and np.isnan(failed.tbat(p)) and failed.stats["status"] == "witness outside the polytope"

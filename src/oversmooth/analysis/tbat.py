@@ -138,18 +138,33 @@ class PositionLP:
 
     def solve(self, cost: np.ndarray, result: BATResult) -> tuple[np.ndarray, np.ndarray] | None:
         """The optimal q (over every token, checked against P) and the dual direction s = Q^T y, or None (the
-        result failed). `cost` is over the free tokens; the tail costs nothing."""
+        result failed). `cost` is over the free tokens; the tail costs nothing. A solve warm-started from the last
+        basis that fails (its status, or a q outside P: rounding that the warm start carried) is solved again
+        from scratch; only a second failure fails the position."""
         n = len(self.free)
         self.highs.changeColsCost(n, self._columns, cost if self.every_token else cost[self.free])
-        run_status = self.highs.run()
-        result.lp_solves += 1
-        model_status = self.highs.getModelStatus()
-        if run_status != highspy.HighsStatus.kOk or model_status != highspy.HighsModelStatus.kOptimal:
-            result.failed = True
-            result.stats["status"] = f"{run_status}, {self.highs.modelStatusToString(model_status)}"
-            return None
-        solution = self.highs.getSolution()
-        values = np.asarray(solution.col_value)
+        for attempt in range(2):
+            if attempt:
+                self.highs.clearSolver()
+            run_status = self.highs.run()
+            result.lp_solves += 1
+            model_status = self.highs.getModelStatus()
+            if run_status != highspy.HighsStatus.kOk or model_status != highspy.HighsModelStatus.kOptimal:
+                status = f"{run_status}, {self.highs.modelStatusToString(model_status)}"
+                continue
+            solution = self.highs.getSolution()
+            q = self._witness(np.asarray(solution.col_value))
+            if q is not None:
+                self._convexity_dual = 0.0 if self.every_token else solution.row_dual[-1]
+                return q, self.Q.T @ np.asarray(solution.row_dual[: len(self.Q)])  # HiGHS: reduced costs = c - A^T y
+            status = "witness outside the polytope"  # it proves nothing
+        result.failed = True
+        result.stats["status"] = status
+        return None
+
+    def _witness(self, values: np.ndarray) -> np.ndarray | None:
+        """q over every token from the LP's columns (free tokens, then tail vertices), or None if not in P."""
+        n = len(self.free)
         if self.every_token:
             q = values
         else:
@@ -160,11 +175,8 @@ class PositionLP:
                 q[self.tail] += theta * (np.where(at_top, self.u, 0.0) - self.p)[self.tail]
         tol = 10 * self.settings.feasibility_tol
         if np.abs(self.Q @ q - self.b).max() > tol or (q < -tol).any() or (q > self.u + tol).any():
-            result.failed = True  # a witness that does not satisfy the constraints proves nothing
-            result.stats["status"] = "witness outside the polytope"
             return None
-        self._convexity_dual = 0.0 if self.every_token else solution.row_dual[-1]
-        return q, self.Q.T @ np.asarray(solution.row_dual[: len(self.Q)])  # HiGHS: reduced costs = c - A^T y
+        return q
 
     def price(self, s: np.ndarray) -> bool:
         """Add the tail vertex with the most negative reduced cost under dual s (every tail token at the bound its
