@@ -14,7 +14,7 @@ c = threshold / (1 - threshold), so that u = p (1 + c). Facts the solver uses:
 - The screen (no LP). Move every other token's mass in proportion to p: q = p + d with d_i = -p_i and
   d_l = a p_l K_li for l != i, where K = Q^T M^+ Q, M = Q diag(p) Q^T and a = p_i / (1 - p_i K_ii). Then
   A q = A p (sum over l of p_l Q_l K_li = M M^+ Q_i = Q_i), q_i = 0, and q is in [0, u] iff -1 <= a K_li <= c for
-  every l != i with p_l > 0: a witness, checked exactly, one column of K per token (the least-norm q with q_i = 0
+  every l != i with p_l > 0: a witness, tested with room for rounding, one column of K per token (the least-norm q with q_i = 0
   in the p-weighted norm). K_li is bounded by Cauchy-Schwarz (|K_li| <= sqrt(K_ll K_ii)) outside the heaviest l,
   then computed for the tokens the bound leaves; the tokens left try the same move with p^1.5 and p^2 in place of p
   (w: q_l = p_l + a w_l K_li, a = p_i / (1 - w_i K_ii), K from M = Q diag(w) Q^T). Over a real LM's 49,152 tokens
@@ -25,11 +25,12 @@ c = threshold / (1 - threshold), so that u = p (1 + c). Facts the solver uses:
 - A vertex q of P with q_i = 0 proves i rejected (a witness; it is checked against the constraints).
   Minimising sum over undecided i of q_i / u_i gives vertices that zero many tokens at once; the tokens left
   are settled by min q_i, one LP each.
-- Column generation over a large vocabulary. Its LP frees the undecided and the most probable tokens and fixes
-  every other q_l at p_l: a witness of this LP is a witness of P. Its dual s is a certificate of P when
-  L_i(s) > margin over every token; where it is not, the fixed tokens that cost the bound most (s_l (u_l - p_l) for
-  s_l > 0, -s_l p_l for s_l < 0) are freed and the LP solved again, until a witness or a certificate (with every
-  token free, the LP's optimum is P's).
+- Column generation over a large vocabulary. Its LP frees the undecided and the most probable tokens; every other
+  token (the tail) moves only as q_T = p_T + sum_k theta_k (v_k - p_T), theta >= 0, sum theta <= 1, with v_k
+  vertices of the tail's box [0, u_T] (Dantzig-Wolfe columns): every such q is in P, so a witness of this LP is a
+  witness of P. Its dual s is a certificate of P when L_i(s) > margin over every token; where it is not, the vertex
+  the dual asks for (each tail token at the bound its reduced cost wants) joins the LP, until a witness, a
+  certificate, or no vertex improves (then the LP's optimum is P's).
 
 Up to FULL_LP_COLUMNS tokens (the byte track) one HiGHS LP per model is built once and re-solved with new bounds
 and costs, each solve warm-started from the last basis; above it each position builds its own smaller LP.
