@@ -131,7 +131,7 @@ class PositionLP:
         self.every_token = not self.tail.any()
         self.b = Q @ p
         self.vertices: list[np.ndarray] = []  # per column: the tail tokens at u_l (the others at 0)
-        self.rhs = Q[:, free] @ p[free]
+        self.rhs = self.b if self.every_token else Q[:, free] @ p[free]  # the free tokens' share of A p
         r, n = Q.shape[0], len(free)
         self._columns = np.arange(n, dtype=np.int32)
         self.highs.changeColsBounds(n, self._columns, np.zeros(n), u[free])
