@@ -106,10 +106,56 @@ def test_every_token_the_screen_rejects_has_the_witness_its_formula_gives():
         assert any(is_witness(screen_witness(W, p, i, power)) for power in tbat.SCREEN_POWERS)
 
 
+def screened(W, p):
+    """The tokens the screen rejects (its repairs included) and how many it leaves undecided."""
+    u = p / 0.8
+    undecided, rejected = (p <= 0.2) & (u > 1e-9), u <= 1e-9
+    before = undecided.copy()
+    repaired = BATSolver(W)._screen(p, u, undecided, rejected)
+    return np.flatnonzero(before & rejected), int(undecided.sum()), repaired
+
+
+def test_tokens_only_the_repair_rejects_are_rejected_by_the_definition(monkeypatch):
+    """The repair pins the tokens a move pushed out of [0, u] and moves the others again: its witnesses reject
+    tokens the plain moves leave, and the definition (one LP per token) rejects each of them too."""
+    W, p = random_instance(2500, 16, 5, scale=4.0)
+    with_repair, left, repaired = screened(W, p)
+    monkeypatch.setattr(tbat, "REPAIR_ROUNDS", 0)
+    plain, plain_left, none = screened(W, p)
+    only_repair = np.setdiff1d(with_repair, plain)
+    # some tokens a repair rejects at p^1 the plain move at p^1.5 or p^2 rejects too
+    assert none == 0 and repaired >= len(only_repair) >= 10 and left == plain_left - len(only_repair)
+    assert np.isin(plain, with_repair).all()
+    expected, failures = bat_reject_set(p, W, tokens=only_repair)
+    assert not failures and expected[only_repair].all()
+
+
+def test_a_repair_that_would_pin_too_many_tokens_gives_up_and_leaves_the_token_undecided(monkeypatch):
+    W, p = random_instance(2500, 16, 5, scale=4.0)
+    monkeypatch.setattr(tbat, "REPAIR_ROUNDS", 0)
+    plain, plain_left, _ = screened(W, p)
+    monkeypatch.setattr(tbat, "REPAIR_ROUNDS", 12)
+    monkeypatch.setattr(tbat, "REPAIR_FIXED", 1)  # token i itself: any token crossing its bound is one too many
+    rejected, left, repaired = screened(W, p)
+    assert repaired == 0 and left == plain_left and np.array_equal(rejected, plain)
+
+
+def test_a_large_vocabularys_lp_frees_more_tokens_than_a_has_rows(monkeypatch):
+    # with fewer free columns than rows the LP's q is the single point p: nothing moves but tail vertices
+    monkeypatch.setattr(tbat, "FREE_COLUMNS", 4)
+    W, p = random_instance(2500, 40, 5, scale=4.0)
+    solver = BATSolver(W)
+    undecided = np.zeros(len(p), dtype=bool)
+    undecided[:3] = True
+    lp = solver._position_lp(p, p / 0.8, undecided)
+    assert len(lp.free) >= tbat.FREE_PER_ROW * solver.Q.shape[0] == 82 and undecided[lp.free].sum() == 3
+
+
 def test_column_generation_over_the_tail_gives_the_definitions_set(monkeypatch):
     # 2,500 tokens, more than one LP over every token (FULL_LP_COLUMNS): each position's LP frees its undecided
     # tokens and (here) the 4 most probable; tail vertices priced in until a witness or a certificate
     monkeypatch.setattr(tbat, "FREE_COLUMNS", 4)
+    monkeypatch.setattr(tbat, "FREE_PER_ROW", 0)
     W, p = random_instance(2500, 16, 5, scale=4.0)
     result = BATSolver(W).reject_set(p)
     assert not result.failed and result.stats["tail_vertices"] > 5
@@ -123,6 +169,7 @@ def test_column_generation_over_the_tail_gives_the_definitions_set(monkeypatch):
 
 def test_a_position_that_column_generation_cannot_settle_is_marked_failed_not_decided(monkeypatch):
     monkeypatch.setattr(tbat, "FREE_COLUMNS", 4)
+    monkeypatch.setattr(tbat, "FREE_PER_ROW", 0)
     monkeypatch.setattr(tbat, "MAX_PRICING_ROUNDS", 1)
     W, p = random_instance(2500, 16, 5, scale=4.0)
     result = BATSolver(W).reject_set(p)

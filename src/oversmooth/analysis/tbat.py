@@ -56,7 +56,8 @@ log = get_logger("tbat")
 
 
 FULL_LP_COLUMNS = 2048  # up to this vocabulary one LP over every token per model; above it, column generation
-FREE_COLUMNS = 512  # a large vocabulary's LP frees its undecided tokens and at least this many most probable ones
+FREE_COLUMNS = 512  # a large vocabulary's LP frees its undecided tokens and at least this many most probable ones,
+FREE_PER_ROW = 2  # and at least this many per row of A: with fewer free columns than rows its q is a single point
 HEAVY_TOKENS = 1024  # the screen's first pass computes K_li for these l (largest K_ll), bounds the others
 EXACT_SCREEN = 4096  # undecided tokens (most probable first) whose move and direction are computed over every token
 SCREEN_VALUES = 2**23  # a block of K holds about this many values (64 MB)
@@ -66,6 +67,8 @@ DIRECTION_VALUES = 2**21  # a chunk of reweighted directions holds about this ma
 SCREEN_POWERS = (1.0, 1.5, 2.0)  # the screen's moves in proportion to p^power, each for the tokens the last left
 SCREEN_CONDITION = 1e8  # the screen inverts M on its eigenvalues above largest / this (K exact to ~1e-8 relative)
 SCREEN_ERROR = 1e-7  # the screen's bound on K's rounding error, relative to sqrt(K_ll K_ii) (and on p_i K_ii)
+REPAIR_FIXED = 256  # the repair gives up on a token once its move would pin more tokens than this at a bound
+REPAIR_ROUNDS = 12  # rounds of pinning (each one product Z^T R over the tokens still in repair)
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,24 @@ class PositionLP:
         return True
 
 
+@dataclass
+class Pinned:
+    """The repair's pinned tokens for one token i (i first): their support positions and fixed moves d_F."""
+
+    at: list[int]
+    values: list[float]
+    gram: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # K_FF, grown as tokens are pinned
+
+    def direction(self, Z: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Z_F (diag(1 / w_F) - K_FF)^-1 (d_F / w_F): the others move by -w_l Z_l . this."""
+        at = np.asarray(self.at)
+        ZF, n = Z[:, at], len(self.gram)
+        if n < len(at):  # K_FF grows by the tokens pinned last round
+            new = ZF.T @ ZF[:, n:]
+            self.gram = np.block([[self.gram, new[:n]], [new[:n].T, new[n:]]])
+        return ZF @ np.linalg.solve(np.diag(1 / w[at]) - self.gram, np.asarray(self.values) / w[at])
+
+
 class BATSolver:
     """The BAT-reject set of one model's outputs, position after position."""
 
@@ -244,8 +265,8 @@ class BATSolver:
         rejected = zero.copy()
         result = BATResult(rejected)
         if undecided.any():
-            self._screen(p, u, undecided, rejected)
-        result.stats["screen_rejected"] = int(rejected.sum() - zero.sum())
+            result.stats["repaired"] = self._screen(p, u, undecided, rejected)
+        result.stats["screen_rejected"] = int(rejected.sum() - zero.sum())  # the repaired among them
         if not undecided.any():
             return result
         lp = self._position_lp(p, u, undecided)
@@ -274,8 +295,8 @@ class BATSolver:
         """The model's LP over every token, or over a large vocabulary one over the undecided and most probable."""
         if self.highs is not None:
             return PositionLP(self.highs, self.Q, p, u, np.arange(self.V), self.settings)
-        free = undecided.copy()
-        free[np.argpartition(-p, FREE_COLUMNS)[:FREE_COLUMNS]] = True
+        free, n_free = undecided.copy(), min(self.V - 1, max(FREE_COLUMNS, FREE_PER_ROW * self.Q.shape[0]))
+        free[np.argpartition(-p, n_free)[:n_free]] = True
         free = np.flatnonzero(free)
         return PositionLP(self._build_lp(free, convexity=True), self.Q, p, u, free, self.settings)
 
@@ -307,15 +328,17 @@ class BATSolver:
         result.stats["status"] = f"token {i} undecided after {MAX_PRICING_ROUNDS} pricing rounds"
         return False
 
-    def _screen(self, p: np.ndarray, u: np.ndarray, undecided: np.ndarray, rejected: np.ndarray) -> None:
+    def _screen(self, p: np.ndarray, u: np.ndarray, undecided: np.ndarray, rejected: np.ndarray) -> int:
         """Reject the undecided tokens whose move is a witness, accept those whose least-squares direction is a
         certificate (in place; the module's docstring has the test). The move in proportion to p first, then for
-        the tokens it leaves in proportion to p^1.5 and p^2 (w = p^power: q_l = p_l + a w_l K_li)."""
+        the tokens it leaves in proportion to p^1.5 and p^2 (w = p^power: q_l = p_l + a w_l K_li); after each, the
+        repair of the moves that left the box. Returns how many tokens the repairs rejected."""
         support = np.flatnonzero(p > 0)  # u > zero_tol > 0 for every undecided token
+        repaired = 0
         for power in SCREEN_POWERS:
             candidates = np.flatnonzero(undecided)
             if not len(candidates):
-                return
+                return repaired
             Z, K, miss = self._whitened(support, p[support] ** power, candidates)
             at = np.searchsorted(support, candidates)
             ratio = p[support] ** (power - 1)  # w_l / p_l
@@ -339,6 +362,54 @@ class BATSolver:
                 size = np.sqrt(K[at[chunk]] * (K * ratio**2).max())
                 self._reject_moved(candidates[chunk], p, own, block.max(0), block.min(0), size, miss[chunk],
                                    undecided, rejected)
+            left = candidates[undecided[candidates]]
+            left = left[np.argsort(-p[left], kind="stable")][:EXACT_SCREEN]
+            repaired += self._repair(Z, support, p[support] ** power, p, u, left, undecided, rejected)
+        return repaired
+
+    def _repair(self, Z: np.ndarray, support: np.ndarray, w: np.ndarray, p: np.ndarray, u: np.ndarray,
+                tokens: np.ndarray, undecided: np.ndarray, rejected: np.ndarray) -> int:
+        """Reject the tokens whose move, repaired, is a witness (in place); how many.
+
+        The screen's move for token i leaves [0, u] at a few tokens; pin those at the bound they crossed and move
+        the others again, the least w-weighted change that keeps A q = A p: with the pinned set F (i among them) at
+        d_F, d_l = -w_l Z_l . Z_F (diag(1 / w_F) - K_FF)^-1 (d_F / w_F) (Woodbury on M without the pinned), until no
+        token crosses its bound, more than REPAIR_FIXED are pinned, or REPAIR_ROUNDS pass. Each q so found is
+        clipped to [0, u] and checked against A q = A p over every token: a witness, like an LP's."""
+        at_of = np.full(len(p), -1)
+        at_of[support] = np.arange(len(support))
+        c = self.settings.threshold / (1 - self.settings.threshold)
+        low, high = -p[support], c * p[support]  # d's bounds on the support
+        pinned = {int(i): Pinned([at_of[i]], [-p[i]]) for i in tokens}
+        b, found = self.Q @ p, 0
+        step = max(1, SCREEN_VALUES // len(support))
+        for _ in range(REPAIR_ROUNDS):
+            active = list(pinned)
+            for start in range(0, len(active), step):
+                chunk = active[start : start + step]
+                D = -(Z.T @ np.stack([pinned[i].direction(Z, w) for i in chunk], axis=1)) * w[:, None]
+                for i, d in zip(chunk, D.T):
+                    at = np.asarray(pinned[i].at)
+                    d[at] = pinned[i].values
+                    crossed = (d < low) | (d > high)
+                    crossed[at] = False
+                    crossed = np.flatnonzero(crossed)
+                    if len(crossed) and len(at) + len(crossed) <= REPAIR_FIXED:
+                        pinned[i].at.extend(crossed.tolist())
+                        pinned[i].values.extend(np.clip(d[crossed], low[crossed], high[crossed]).tolist())
+                        continue
+                    del pinned[i]
+                    if not len(crossed) and self._is_witness(np.clip(p[support] + d, 0.0, u[support]), support, i, b):
+                        rejected[i], undecided[i] = True, False
+                        found += 1
+        return found
+
+    def _is_witness(self, q_support: np.ndarray, support: np.ndarray, i: int, b: np.ndarray) -> bool:
+        """Whether q (q_support on the support, 0 elsewhere and at i), inside [0, u], meets A q = A p."""
+        q = np.zeros(self.V)
+        q[support] = q_support
+        q[i] = 0.0
+        return bool(np.abs(self.Q @ q - b).max() <= 10 * self.settings.feasibility_tol)
 
     def _whitened(self, support: np.ndarray, w: np.ndarray, candidates: np.ndarray):
         """Z with Z^T Z = K = Q^T M^+ Q on the support, M = Q diag(w) Q^T inverted on its eigenvalues above largest /
