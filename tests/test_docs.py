@@ -51,6 +51,17 @@ def long_lines(text: str, limit: int = MAX_LINE) -> list[int]:
     return [number for number, line in enumerate(text.splitlines(), 1) if len(line) > limit]
 
 
+def test_a_line_of_120_characters_is_long_and_one_of_119_is_not():
+    assert long_lines("a" * 119 + "\n" + "b" * 120 + "\n\n" + "c" * 300) == [2, 4]
+
+
+def test_docs_and_readme_lines_fit_119_characters(repo):
+    """Generated blocks included: their generators wrap (docs/update_docs.py, oversmooth.workflow.config/outputs)."""
+    pages = [repo / "README.md", *sorted((repo / "docs").glob("*.md"))]
+    found = {page.name: long_lines(page.read_text()) for page in pages}
+    assert not {name: lines for name, lines in found.items() if lines}
+
+
 def test_a_wrapped_line_never_breaks_a_code_span_or_an_unbroken_phrase():
     text = "word " * 6 + "`a - b > 0 (the least favourable of 20)` " + unbroken("estimate [interval] 0.1 [0, 0.2]")
     lines = list_item(text, width=30).splitlines()
