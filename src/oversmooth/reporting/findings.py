@@ -30,7 +30,7 @@ SEED_MEAN_ROW = re.compile(r"(?P<model>.+) \((?P<runs>\d+) seeds: mean\)")
 # The full-rank model's oversmoothing, against the reference its ground truth gives: NSMD = its tail mass minus the
 # ground truth's (the tail: outside the ground truth's nucleus) = its TTO minus the tail mass it under-assigns. TTO
 # alone has no such reference: it is positive for any model that errs at all, leaking or not.
-FULL_RANK_TEST = "NSMD({model}) > 0 (its tail mass above the ground truth's: TTO net of what it under-assigns there)"
+FULL_RANK_TEST = "NSMD({model}) > 0 (its tail mass above the ground truth's)"
 
 
 @dataclass(frozen=True)
