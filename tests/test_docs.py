@@ -1,16 +1,26 @@
-"""The docs: the generated rule graph is the workflow's current one (regenerate: make docs), and they name no commit."""
+"""The docs: the generated rule graph is the workflow's current one (regenerate: make docs), they name no commit,
+and their lines, generated blocks included, fit 119 characters."""
 
 import importlib.util
 import re
 
+import pandas as pd
 import pytest
+
+from oversmooth.core.markdown import list_item, unbroken, wrap
+from oversmooth.reporting.findings import findings_page
+
+
+@pytest.fixture
+def update_docs(repo):
+    spec = importlib.util.spec_from_file_location("update_docs", repo / "docs" / "update_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.workflow
-def test_documented_rulegraph_is_current(repo):
-    spec = importlib.util.spec_from_file_location("update_docs", repo / "docs" / "update_docs.py")
-    update_docs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(update_docs)
+def test_documented_rulegraph_is_current(repo, update_docs):
     readme = (repo / "docs" / "dag.md").read_text()
     shown = readme[readme.index(update_docs.RULEGRAPH_BEGIN):readme.index(update_docs.RULEGRAPH_END)]
     current = update_docs.rule_edges(update_docs.rulegraph())
@@ -31,3 +41,43 @@ def test_docs_and_readme_name_no_commit_hash(repo):
     pages = [repo / "README.md", *sorted((repo / "docs").glob("*.md"))]
     found = {page.name: COMMIT_HASH.findall(page.read_text()) for page in pages}
     assert not {name: hashes for name, hashes in found.items() if hashes}
+
+
+MAX_LINE = 119  # characters: a page reads in a terminal or a diff side by side without wrapping
+
+
+def long_lines(text: str, limit: int = MAX_LINE) -> list[int]:
+    """The 1-based numbers of the lines of `text` longer than `limit` characters."""
+    return [number for number, line in enumerate(text.splitlines(), 1) if len(line) > limit]
+
+
+def test_a_line_of_120_characters_is_long_and_one_of_119_is_not():
+    assert long_lines("a" * 119 + "\n" + "b" * 120 + "\n\n" + "c" * 300) == [2, 4]
+
+
+def test_docs_and_readme_lines_fit_119_characters(repo):
+    """Generated blocks included: their generators wrap (docs/update_docs.py, oversmooth.workflow.config/outputs)."""
+    pages = [repo / "README.md", *sorted((repo / "docs").glob("*.md"))]
+    found = {page.name: long_lines(page.read_text()) for page in pages}
+    assert not {name: lines for name, lines in found.items() if lines}
+
+
+def test_a_wrapped_line_never_breaks_a_code_span_or_an_unbroken_phrase():
+    text = "word " * 6 + "`a - b > 0 (the least favourable of 20)` " + unbroken("estimate [interval] 0.1 [0, 0.2]")
+    lines = list_item(text, width=30).splitlines()
+    assert lines == ["- word word word word word", "  word", "  `a - b > 0 (the least favourable of 20)`",
+                     "  estimate [interval] 0.1 [0, 0.2]"]
+    assert wrap("one two three", width=7) == "one two\nthree"
+
+
+def test_a_findings_page_becomes_a_block_of_short_lines_that_keeps_every_cell(update_docs):
+    table = pd.DataFrame([{"claim": "greedy has the lowest NSMD", "ground_truth": "gt-x", "runs": 3,
+                           "test": "NSMD(top_k | bn-4) - NSMD(greedy | bn-4) > 0 (every bottleneck and method: the "
+                                   "least favourable of 20)", "estimate": -0.0812, "ci_low": -0.0966,
+                           "ci_high": -0.0658, "verdict": "fails"}])
+    begin, end, block = update_docs.findings_block("demo", findings_page(table, 0.95))
+    assert block.startswith(begin + "\n1 tests: 0 holds, 1 fails, 0 undecided.") and block.endswith("\n" + end)
+    assert long_lines(block) == []
+    assert ("- **fails**: greedy has the lowest NSMD; against gt-x;\n  test `NSMD(top_k | bn-4) - NSMD(greedy | bn-4) "
+            "> 0 (every bottleneck and method: the least favourable of 20)`;\n  runs 3; estimate [interval] -0.0812 "
+            "[-0.0966, -0.0658]") in block

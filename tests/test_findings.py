@@ -33,9 +33,9 @@ def test_a_difference_and_its_interval_by_hand():
     assert estimate == pytest.approx(0.3)
     assert (low, high) == pytest.approx((0.3 - 0.1 * math.sqrt(2), 0.3 + 0.1 * math.sqrt(2)))
     assert z_of(0.95) == pytest.approx(1.959964, abs=1e-6)
-    # a weight of 2 doubles its term's se; an offset moves the estimate, not the width
-    estimate, low, high = difference([Term("m", 0.3, 0.2, 0.4, -2.0)], 0.95, offset=0.1)
-    assert (estimate, low, high) == pytest.approx((-0.7, -0.9, -0.5))
+    # a weight of 2 doubles its term's se
+    estimate, low, high = difference([Term("m", 0.3, 0.2, 0.4, -2.0)], 0.95)
+    assert (estimate, low, high) == pytest.approx((-0.6, -0.8, -0.4))
 
 
 @pytest.mark.parametrize(("low", "high", "expected"), [(0.01, 0.2, HOLDS), (-0.2, -0.01, FAILS), (-0.1, 0.1, UNDECIDED)])
@@ -43,12 +43,15 @@ def test_verdicts(low, high, expected):
     assert verdict(low, high) == expected
 
 
-def metrics_table(tto, tbat=None, nsmd_excess=0.0):
-    """A Table 4.1 with one ground truth `gt-x`: TTO mean [mean - 0.01, mean + 0.01] per k; NSMD just below."""
+def metrics_table(tto, tbat=None, nsmd_excess=0.0, nsmd=None):
+    """A Table 4.1 with one ground truth `gt-x`: TTO mean [mean - 0.01, mean + 0.01] per k; NSMD just below it
+    (`nsmd`: k -> NSMD mean instead), with the same half-width."""
     rows = []
     for k, mean in tto.items():
+        nsmd_mean = (nsmd or {}).get(k, mean - 0.001 + nsmd_excess)
         row = {"bottleneck": k, "model": f"bn-{k}", "TTO mean (gt-x)": mean, "TTO ci_low (gt-x)": mean - 0.01,
-               "TTO ci_high (gt-x)": mean + 0.01, "NSMD mean (gt-x)": mean - 0.001 + nsmd_excess}
+               "TTO ci_high (gt-x)": mean + 0.01, "NSMD mean (gt-x)": nsmd_mean,
+               "NSMD ci_low (gt-x)": nsmd_mean - 0.01, "NSMD ci_high (gt-x)": nsmd_mean + 0.01}
         if tbat is not None:
             row |= {"TBAT mean": tbat[k][0], "TBAT ci_low": tbat[k][1], "TBAT ci_high": tbat[k][2]}
         rows.append(row)
@@ -61,28 +64,48 @@ def by_id(rows):
 
 def test_the_thesis_shape_holds_on_a_table_that_has_it():
     table = metrics_table({4: 0.8, 32: 0.6, 256: 0.55}, tbat={4: (0.9, 0.89, 0.91), 32: (0.1, 0.09, 0.11), 256: (0, 0, 0)})
-    rows = by_id(oversmoothing_findings(table, ["gt-x"], moderate_k=30, min_effect=0.05, confidence=0.95))
+    rows = by_id(oversmoothing_findings(table, ["gt-x"], moderate_k=30, confidence=0.95))
     assert {r["verdict"] for r in rows.values()} == {HOLDS}
     assert rows["tto_levels_off"]["estimate"] == pytest.approx((0.8 - 0.6) - (0.6 - 0.55))
     assert "bn-32" in rows["tto_levels_off"]["test"]  # the bottleneck nearest moderate_k
-    assert rows["full_rank_oversmooths"]["estimate"] == pytest.approx(0.5)
+    full_rank = rows["full_rank_oversmooths"]  # NSMD(bn-256) = 0.549, its own interval (half-width 0.01)
+    assert (full_rank["estimate"], full_rank["ci_low"], full_rank["ci_high"]) == pytest.approx((0.549, 0.539, 0.559))
+    assert full_rank["test"].startswith("NSMD(bn-256) > 0 ")
 
 
 def test_each_claim_can_fail():
     table = metrics_table({4: 0.5, 32: 0.4, 256: 0.02}, tbat={4: (0.2, 0.19, 0.21), 32: (0.1, 0.09, 0.11),
-                                                             256: (0.05, 0.04, 0.06)}, nsmd_excess=0.01)
-    rows = by_id(oversmoothing_findings(table, ["gt-x"], moderate_k=32, min_effect=0.05, confidence=0.95))
+                                                             256: (0.05, 0.04, 0.06)}, nsmd_excess=0.01,
+                          nsmd={256: -0.02})
+    rows = by_id(oversmoothing_findings(table, ["gt-x"], moderate_k=32, confidence=0.95))
     assert rows["tto_falls_with_k"]["verdict"] == HOLDS
     assert rows["tto_levels_off"]["verdict"] == FAILS  # 0.1 before k = 32, 0.38 after: falling faster
     assert rows["tto_levels_off"]["estimate"] == pytest.approx(0.1 - 0.38)
-    assert rows["full_rank_oversmooths"]["verdict"] == FAILS  # 0.02 [0.01, 0.03] < 0.05
+    assert rows["full_rank_oversmooths"]["verdict"] == FAILS  # NSMD -0.02 [-0.03, -0.01]: less tail mass than gt-x
     assert rows["nsmd_below_tto"]["verdict"] == FAILS
     assert rows["tbat_falls_with_k"]["verdict"] == FAILS  # TBAT at full rank is not 0
 
 
+@pytest.mark.parametrize(("tto_full", "nsmd_full", "expected"), [
+    (0.3, 0.004, UNDECIDED),  # much over-assignment, but as much under-assignment in the tail: no net leak shown
+    (0.3, -0.02, FAILS),  # more tail mass under-assigned than over-assigned: spikier than the ground truth
+    (0.03, 0.025, HOLDS),  # little over-assignment, all of it a net leak from the ground truth's nucleus
+])
+def test_the_full_rank_model_oversmooths_when_its_tail_holds_more_mass_than_the_ground_truth_s(tto_full, nsmd_full,
+                                                                                             expected):
+    """The reference is the ground truth's own tail mass (NSMD = TTO minus the tail mass the model under-assigns),
+    not a fixed share of TTO: TTO > 0 for any model that errs at all."""
+    table = metrics_table({4: 0.8, 32: 0.6, 256: tto_full}, nsmd={256: nsmd_full})
+    row = by_id(oversmoothing_findings(table, ["gt-x"], moderate_k=32, confidence=0.95))["full_rank_oversmooths"]
+    assert row["verdict"] == expected
+    assert (row["estimate"], row["ci_low"], row["ci_high"]) == pytest.approx((nsmd_full, nsmd_full - 0.01,
+                                                                                nsmd_full + 0.01))
+    assert row["evidence"].startswith("bn-256 ")  # the widest model's NSMD row, not a constant
+
+
 def test_an_interval_that_holds_zero_is_undecided():
     table = metrics_table({4: 0.5, 256: 0.495})
-    assert by_id(oversmoothing_findings(table, ["gt-x"], 32, 0.05, 0.95))["tto_falls_with_k"]["verdict"] == UNDECIDED
+    assert by_id(oversmoothing_findings(table, ["gt-x"], 32, 0.95))["tto_falls_with_k"]["verdict"] == UNDECIDED
 
 
 def test_ground_truths_svd_heads_and_samples():
@@ -104,14 +127,14 @@ def test_a_family_without_a_middle_or_a_full_rank_member_is_asked_only_what_it_c
     table = metrics_table({4: 0.8, 64: 0.3}, tbat={4: (0.9, 0.89, 0.91), 64: (0.2, 0.19, 0.21)})
     seeds_sd = {"bottleneck": 4, "model": "bn-4 (2 seeds: sd)", "TTO mean (gt-x)": 0.001, "NSMD mean (gt-x)": 0.002}
     table = pd.concat([table, pd.DataFrame([seeds_sd])], ignore_index=True)  # an sd row: no NSMD <= TTO there
-    rows = by_id(oversmoothing_findings(table, ["gt-x"], moderate_k=32, min_effect=0.05, confidence=0.95))
+    rows = by_id(oversmoothing_findings(table, ["gt-x"], moderate_k=32, confidence=0.95))
     assert set(rows) == {"tto_falls_with_k", "nsmd_below_tto", "tbat_falls_with_k"}
     assert rows["nsmd_below_tto"]["verdict"] == HOLDS
     assert rows["tbat_falls_with_k"]["claim"] == "TBAT falls with k" and rows["tbat_falls_with_k"]["verdict"] == HOLDS
 
 
 def test_the_markdown_has_a_line_per_finding():
-    table = findings_table(oversmoothing_findings(metrics_table({4: 0.8, 32: 0.6, 256: 0.55}), ["gt-x"], 32, 0.05, 0.95))
+    table = findings_table(oversmoothing_findings(metrics_table({4: 0.8, 32: 0.6, 256: 0.55}), ["gt-x"], 32, 0.95))
     text = findings_markdown(table)
     assert text.count("\n") == 2 + len(table)
     assert "| oversmoothing falls with k | gt-x | `TTO(bn-4) - TTO(bn-256) > 0` | 1 | 0.25 [0.236, 0.264] | **holds** |" in text
@@ -124,15 +147,19 @@ def test_the_markdown_has_a_line_per_finding():
 def test_where_a_table_has_several_seeds_the_claims_read_their_mean_rows_and_say_how_many_runs():
     single = metrics_table({4: 0.8, 32: 0.6, 256: 0.55})
     seeds = single.assign(model=single["model"] + " (3 seeds: mean)")  # intervals made wider by the seeds
-    seeds["TTO ci_low (gt-x)"] -= 0.09
-    seeds["TTO ci_high (gt-x)"] += 0.09
+    for metric in ("TTO", "NSMD"):
+        seeds[f"{metric} ci_low (gt-x)"] -= 0.09
+        seeds[f"{metric} ci_high (gt-x)"] += 0.09
     table = pd.concat([single, seeds], ignore_index=True)
-    rows = by_id(oversmoothing_findings(table, ["gt-x"], 32, 0.05, 0.95))
+    rows = by_id(oversmoothing_findings(table, ["gt-x"], 32, 0.95))
     falls = rows["tto_falls_with_k"]
     assert falls["test"] == "TTO(bn-4 (3 seeds: mean)) - TTO(bn-256 (3 seeds: mean)) > 0" and falls["runs"] == 3
     assert falls["ci_high"] - falls["ci_low"] > 0.2  # the seeds' intervals (half-width 0.1), not one run's (0.01)
     assert rows["nsmd_below_tto"]["runs"] == 1  # an identity, checked on each run's row
-    one_run = by_id(oversmoothing_findings(single, ["gt-x"], 32, 0.05, 0.95))["tto_falls_with_k"]
+    full_rank = rows["full_rank_oversmooths"]
+    assert full_rank["test"].startswith("NSMD(bn-256 (3 seeds: mean)) > 0") and full_rank["runs"] == 3
+    assert full_rank["ci_high"] - full_rank["ci_low"] == pytest.approx(0.2)  # the mean row's own interval
+    one_run = by_id(oversmoothing_findings(single, ["gt-x"], 32, 0.95))["tto_falls_with_k"]
     assert one_run["runs"] == 1 and one_run["test"] == "TTO(bn-4) - TTO(bn-256) > 0"
 
 
@@ -215,7 +242,7 @@ def every_kind_of_finding():
     for tto, nsmd_excess in (({4: 0.8, 32: 0.6, 256: 0.55}, 0.0), ({4: 0.5, 32: 0.4, 256: 0.02}, 0.01)):
         table = metrics_table(tto, tbat={4: (0.2, 0.19, 0.21), 32: (0.1, 0.09, 0.11), 256: (0, 0, 0)},
                               nsmd_excess=nsmd_excess)
-        rows += oversmoothing_findings(table, ["gt-x"], moderate_k=32, min_effect=0.05, confidence=0.95)
+        rows += oversmoothing_findings(table, ["gt-x"], moderate_k=32, confidence=0.95)
     cells, top = greedy_cells()
     rows += greedy_findings({"gt-x": [e_table(cells), e_table(top)]}, 0.95)
     table = loss_matched([(2.5, {"bn-4": (0.5, 0.4, 0.6), "bn-32": (0.1, 0.05, 0.15)})])

@@ -120,7 +120,7 @@ def test_the_readme_and_docs_list_the_planned_outputs(repo):
     config = repo_config("config.yaml")
     assert outputs_list(config) in (repo / "README.md").read_text(), "regenerate it: make docs"
     assert outputs_table(config) in (repo / "docs" / "outputs.md").read_text(), "regenerate it: make docs"
-    assert "`table_e_7_tokens`" in outputs_list(config) and "| `figures/figure_4_2.{png,pdf}` | Figure 4.2 |" in (
+    assert "`table_e_7_tokens`" in outputs_list(config) and "- `figures/figure_4_2.{png,pdf}` (Figure 4.2; " in (
         outputs_table(config))
 
 

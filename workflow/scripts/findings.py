@@ -21,8 +21,7 @@ with workflow_job(smk.log[0]):
     settings, confidence, truth = smk.params.findings, smk.params.confidence, smk.params.truth
     kinds = dict(smk.params.ground_truths)
     tables = {name: pd.read_csv(path) for name, path in smk.input.items()}
-    rows = oversmoothing_findings(tables["table_4_1"], list(kinds), settings["moderate_k"], settings["min_effect"],
-                                  confidence)
+    rows = oversmoothing_findings(tables["table_4_1"], list(kinds), settings["moderate_k"], confidence)
     rows += ground_truth_findings(tables["table_4_1"], {gt: k for gt, k in kinds.items() if gt != truth}, confidence)
     if "table_7_1" in tables:
         rows += svd_findings(tables["table_7_1"], list(kinds), confidence)

@@ -20,6 +20,7 @@ from oversmooth.core.catalog import (
     trained_models,
     training_settings,
 )
+from oversmooth.core.markdown import WIDTH, list_item
 
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "config" / "schema" / "config.schema.yaml"
 
@@ -435,20 +436,25 @@ def _reference_rows(schema: Mapping, prefix: str = "") -> list[tuple[str, str, s
 def json_inline(value: Any) -> str:
     import json
 
-    return "`" + json.dumps(value).replace("|", "\\|") + "`"
+    return "`" + json.dumps(value) + "`"
+
+
+def reference_item(key: str, default: str, text: str, width: int = WIDTH) -> str:
+    """One setting of the reference as a list item wrapped to `width`: its key, its default where it has one, and
+    what it means."""
+    head = f"`{key}` (default {default})" if default else f"`{key}`"
+    return list_item(f"{head}: {text}", width)
 
 
 def reference_markdown(schema_path: str | os.PathLike = SCHEMA_PATH) -> str:
-    """docs/configuration.md's reference table, generated from the schema."""
-    rows = _reference_rows(load_schema(schema_path))
-    lines = ["| key | default | meaning |", "|---|---|---|"]
-    lines += [f"| `{key}` | {default} | {text.replace('|', '/')} |" for key, default, text in rows]
-    return "\n".join([REFERENCE_BEGIN, *lines, REFERENCE_END])
+    """docs/configuration.md's reference, generated from the schema: a list item per setting."""
+    items = [reference_item(*row) for row in _reference_rows(load_schema(schema_path))]
+    return "\n".join([REFERENCE_BEGIN, *items, REFERENCE_END])
 
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m oversmooth.workflow.config --check FILE...` (make check): check config files as the workflow
-    would; without arguments, print docs/configuration.md's reference table."""
+    would; without arguments, print docs/configuration.md's reference."""
     import argparse
     import sys
 

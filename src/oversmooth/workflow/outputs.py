@@ -13,7 +13,6 @@ outputs only with `svd.ranks`, the loss-matched ones only with `checkpoints.iter
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -36,6 +35,7 @@ from oversmooth.core.catalog import (
     trained_models,
     without_seed_runs,
 )
+from oversmooth.core.markdown import WIDTH, list_item
 
 TABLE, FIGURE, SAMPLES = "table", "figure", "samples"  # results/tables/<n>.csv, figures/<n>.{png,pdf}, tables/<n>.md
 PAGE = "page"  # results/tables/<n>.md: a page of text made from tables (the findings)
@@ -352,22 +352,22 @@ LIST_BEGIN = "<!-- outputs-list:begin (generated from oversmooth.workflow.output
 LIST_END = "<!-- outputs-list:end -->"
 
 
-def outputs_table(config: Mapping) -> str:
-    """docs/outputs.md's table: every output `config` plans, with its thesis counterpart and what it shows."""
-    lines = [TABLE_BEGIN, "| output (`results/`) | thesis | shows | rule |", "|---|---|---|---|"]
+def outputs_table(config: Mapping, width: int = WIDTH) -> str:
+    """docs/outputs.md's list, wrapped to `width`: every output `config` plans (its path under `results/`), with its
+    thesis counterpart, the rule that builds it and what it shows."""
+    lines = [TABLE_BEGIN, "Under `results/`: each output (thesis counterpart; rule that builds it): what it shows."]
     for entry in planned_outputs(config):
         where = f"figures/{entry.name}.{{png,pdf}}" if entry.kind == FIGURE else entry.files[0]
-        lines.append(f"| `{where}` | {entry.thesis} | {entry.shows} | `{entry.rule}` |")
+        lines.append(list_item(f"`{where}` ({entry.thesis}; `{entry.rule}`): {entry.shows}", width))
     return "\n".join([*lines, TABLE_END])
 
 
-def outputs_list(config: Mapping, width: int = 118) -> str:
+def outputs_list(config: Mapping, width: int = WIDTH) -> str:
     """The README's list: the planned outputs under each section of the report, wrapped to `width`."""
     sections: dict[str, list[str]] = {}
     for entry in planned_outputs(config):
         sections.setdefault(entry.category, []).append(f"`{entry.name}`")
-    lines = [textwrap.fill(f"**{section}**: {', '.join(names)}", width, initial_indent="- ", subsequent_indent="  ",
-                           break_on_hyphens=False) for section, names in sections.items()]
+    lines = [list_item(f"**{section}**: {', '.join(names)}", width) for section, names in sections.items()]
     return "\n".join([LIST_BEGIN, *lines, LIST_END])
 
 

@@ -401,9 +401,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         table = table.drop(columns="benchmarked_h")
     trained = sorted({job.wildcards["model"] for job in jobs if job.rule == "train_model"})
-    print(f"plan for {' '.join(map(str, args.configfile)) or 'config/config.yaml'}: {len(jobs)} jobs; GPU-hours on "
-          f"{args.gpu} at {args.mfu:.0%} of its bf16 peak (decoding {args.decode_mfu:.0%}); CPU-hours on one core "
-          f"of the project's machine; largest resume state {resume_state_gb(config, trained):.2f} GB")
+    print(f"plan for {' '.join(map(str, args.configfile)) or 'config/config.yaml'}: {len(jobs)} jobs; largest "
+          f"resume state {resume_state_gb(config, trained):.2f} GB")
+    print(f"GPU-hours on {args.gpu} at {args.mfu:.0%} of its bf16 peak (decoding {args.decode_mfu:.0%}); CPU-hours "
+          "on one core of the project's machine")
     print(table.to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
     return 0
 

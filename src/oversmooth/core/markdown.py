@@ -1,0 +1,31 @@
+"""Markdown the docs' generated blocks are made of: list items and paragraphs wrapped to a width (the docs keep
+their lines under 120 characters, tests/test_docs.py), never inside a code span, so that no wrapped line starts
+with what Markdown would read as a new list item."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+WIDTH = 118
+_CODE_SPAN = re.compile(r"`[^`]*`")
+_KEPT_SPACE = "\x00"
+
+
+def unbroken(phrase: str) -> str:
+    """`phrase` as `wrap` keeps it: on one line (a code span is kept so without it)."""
+    return phrase.replace(" ", _KEPT_SPACE)
+
+
+def wrap(text: str, width: int = WIDTH, first: str = "", rest: str = "") -> str:
+    """`text` on lines of at most `width` characters (a code span longer than that stands alone), the first line
+    opening with `first`, the others with `rest`."""
+    kept = _CODE_SPAN.sub(lambda span: span[0].replace(" ", _KEPT_SPACE), text)
+    lines = textwrap.wrap(kept, width, initial_indent=first, subsequent_indent=rest, break_long_words=False,
+                          break_on_hyphens=False)
+    return "\n".join(lines).replace(_KEPT_SPACE, " ")
+
+
+def list_item(text: str, width: int = WIDTH) -> str:
+    """A list item (`- text`), its further lines indented under it."""
+    return wrap(text, width, "- ", "  ")
