@@ -139,6 +139,18 @@ def test_a_repair_that_would_pin_too_many_tokens_gives_up_and_leaves_the_token_u
     assert repaired == 0 and left == plain_left and np.array_equal(rejected, plain)
 
 
+def test_a_repair_whose_pinned_tokens_leave_a_singular_system_gives_up_on_the_token():
+    # every token twice (equal rows of W, equal mass): a repair that pins both of a pair has diag(1 / w_F) - K_FF
+    # exactly singular; it raised LinAlgError in a smoke run's TBAT job (bn-64@10 on the teacher's language)
+    rng = np.random.default_rng(0)
+    W = np.repeat(rng.normal(size=(128, 16)), 2, axis=0)
+    logits = 3 * W @ rng.normal(size=16) / 4
+    p = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    result = BATSolver(W).reject_set(p)
+    expected, failures = bat_reject_set(p, W)
+    assert not failures and not result.failed and np.array_equal(result.rejected, expected)
+
+
 def test_a_large_vocabularys_lp_frees_more_tokens_than_a_has_rows(monkeypatch):
     # with fewer free columns than rows the LP's q is the single point p: nothing moves but tail vertices
     monkeypatch.setattr(tbat, "FREE_COLUMNS", 4)

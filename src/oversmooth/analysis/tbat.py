@@ -212,14 +212,19 @@ class Pinned:
     values: list[float]
     gram: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # K_FF, grown as tokens are pinned
 
-    def direction(self, Z: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """Z_F (diag(1 / w_F) - K_FF)^-1 (d_F / w_F): the others move by -w_l Z_l . this."""
+    def direction(self, Z: np.ndarray, w: np.ndarray) -> np.ndarray | None:
+        """Z_F (diag(1 / w_F) - K_FF)^-1 (d_F / w_F): the others move by -w_l Z_l . this; None where the matrix is
+        singular (the others cannot make up for the pinned: the repair gives up on the token)."""
         at = np.asarray(self.at)
         ZF, n = Z[:, at], len(self.gram)
         if n < len(at):  # K_FF grows by the tokens pinned last round
             new = ZF.T @ ZF[:, n:]
             self.gram = np.block([[self.gram, new[:n]], [new[:n].T, new[n:]]])
-        return ZF @ np.linalg.solve(np.diag(1 / w[at]) - self.gram, np.asarray(self.values) / w[at])
+        try:
+            y = np.linalg.solve(np.diag(1 / w[at]) - self.gram, np.asarray(self.values) / w[at])
+        except np.linalg.LinAlgError:
+            return None
+        return ZF @ y if np.isfinite(y).all() else None
 
 
 class BATSolver:
@@ -396,8 +401,13 @@ class BATSolver:
         for _ in range(REPAIR_ROUNDS):
             active = list(pinned)
             for start in range(0, len(active), step):
-                chunk = active[start : start + step]
-                D = -(Z.T @ np.stack([pinned[i].direction(Z, w) for i in chunk], axis=1)) * w[:, None]
+                directions = {i: pinned[i].direction(Z, w) for i in active[start : start + step]}
+                for i in [i for i, y in directions.items() if y is None]:
+                    del pinned[i], directions[i]
+                if not directions:
+                    continue
+                chunk = list(directions)
+                D = -(Z.T @ np.stack(list(directions.values()), axis=1)) * w[:, None]
                 for i, d in zip(chunk, D.T):
                     at = np.asarray(pinned[i].at)
                     d[at] = pinned[i].values
