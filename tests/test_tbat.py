@@ -139,20 +139,39 @@ def test_a_repair_that_would_pin_too_many_tokens_gives_up_and_leaves_the_token_u
     assert repaired == 0 and left == plain_left and np.array_equal(rejected, plain)
 
 
-def test_a_repair_whose_pinned_tokens_leave_a_singular_system_gives_up_on_the_token():
+def test_tokens_of_mass_below_the_lp_tolerance_are_rejected_only_with_a_move_that_meets_a_p(monkeypatch):
+    # dropping a token of mass ~5e-8 misses A p by less than the LPs' absolute tolerance (1e-8) with no move at
+    # all: the repair's check is relative to the mass moved. 256 tokens at k = 64 through the large-vocabulary
+    # path (where the repair runs); an absolute check rejected 14 tokens of mass 2e-8 to 7e-8 the definition accepts
+    monkeypatch.setattr(tbat, "FULL_LP_COLUMNS", 100)
+    W, p = random_instance(256, 64, 101, scale=6.0)
+    result = BATSolver(W).reject_set(p)
+    expected, failures = bat_reject_set(p, W)
+    tiny = (p < 1e-7) & (p / 0.8 > 1e-9)
+    assert not failures and not result.failed and (tiny & ~expected).sum() > 10
+    assert np.array_equal(result.rejected, expected)
+
+
+def test_a_repair_whose_pinned_tokens_leave_a_singular_system_gives_up_on_the_token(monkeypatch):
     # every token twice (equal rows of W, equal mass): a repair that pins both of a pair has diag(1 / w_F) - K_FF
-    # exactly singular; it raised LinAlgError in a smoke run's TBAT job (bn-64@10 on the teacher's language)
+    # exactly singular; it raised LinAlgError in a smoke run's TBAT job (bn-64@10 on the teacher's language).
+    # 256 tokens through the large-vocabulary path, where the repair runs
+    monkeypatch.setattr(tbat, "FULL_LP_COLUMNS", 100)
+    singular = []
+    direction = tbat.Pinned.direction
+    monkeypatch.setattr(tbat.Pinned, "direction", lambda self, Z, w: singular.append(y := direction(self, Z, w)) or y)
     rng = np.random.default_rng(0)
     W = np.repeat(rng.normal(size=(128, 16)), 2, axis=0)
     logits = 3 * W @ rng.normal(size=16) / 4
     p = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
     result = BATSolver(W).reject_set(p)
     expected, failures = bat_reject_set(p, W)
+    assert any(y is None for y in singular) and result.stats["repaired"] > 0
     assert not failures and not result.failed and np.array_equal(result.rejected, expected)
 
 
 def test_a_large_vocabularys_lp_frees_more_tokens_than_a_has_rows(monkeypatch):
-    # with fewer free columns than rows the LP's q is the single point p: nothing moves but tail vertices
+    # with no more free columns than rows the free tokens alone cannot move q: only tail vertices would
     monkeypatch.setattr(tbat, "FREE_COLUMNS", 4)
     W, p = random_instance(2500, 40, 5, scale=4.0)
     solver = BATSolver(W)

@@ -61,7 +61,7 @@ log = get_logger("tbat")
 
 FULL_LP_COLUMNS = 2048  # up to this vocabulary one LP over every token per model; above it, column generation
 FREE_COLUMNS = 512  # a large vocabulary's LP frees its undecided tokens and at least this many most probable ones,
-FREE_PER_ROW = 2  # and at least this many per row of A: with fewer free columns than rows its q is a single point
+FREE_PER_ROW = 2  # and at least this many per row of A: with no more than rows, the free tokens alone cannot move q
 HEAVY_TOKENS = 1024  # the screen's first pass computes K_li for these l (largest K_ll), bounds the others
 EXACT_SCREEN = 4096  # undecided tokens (most probable first) whose move and direction are computed over every token
 SCREEN_VALUES = 2**23  # a block of K holds about this many values (64 MB)
@@ -373,7 +373,9 @@ class BATSolver:
                 size = np.sqrt(K[at[chunk]] * (K * ratio**2).max())
                 self._reject_moved(candidates[chunk], p, own, block.max(0), block.min(0), size, miss[chunk],
                                    undecided, rejected)
-        for power in REPAIR_POWERS:  # the tokens every plain move left (the most probable EXACT_SCREEN of them)
+        # the tokens every plain move left (the most probable EXACT_SCREEN of them); where one LP holds every token
+        # (the byte track) its warm-started re-solves (~1 ms) are cheaper than repairs that pin most of the tokens
+        for power in REPAIR_POWERS if self.highs is None else ():
             left = np.flatnonzero(undecided)
             left = left[np.argsort(-p[left], kind="stable")][:EXACT_SCREEN]
             if not len(left):
@@ -395,20 +397,20 @@ class BATSolver:
         at_of[support] = np.arange(len(support))
         c = self.settings.threshold / (1 - self.settings.threshold)
         low, high = -p[support], c * p[support]  # d's bounds on the support
-        pinned = {int(i): Pinned([at_of[i]], [-p[i]]) for i in tokens}
         b, found = self.Q @ p, 0
         step = max(1, SCREEN_VALUES // len(support))
-        for _ in range(REPAIR_ROUNDS):
-            active = list(pinned)
-            for start in range(0, len(active), step):
-                directions = {i: pinned[i].direction(Z, w) for i in active[start : start + step]}
+        for start in range(0, len(tokens), step):  # a chunk of tokens through every round: K_FF's memory stays small
+            pinned = {int(i): Pinned([at_of[i]], [-p[i]]) for i in tokens[start : start + step]}
+            for _ in range(REPAIR_ROUNDS):
+                if not pinned:
+                    break
+                directions = {i: y.direction(Z, w) for i, y in pinned.items()}
                 for i in [i for i, y in directions.items() if y is None]:
                     del pinned[i], directions[i]
                 if not directions:
-                    continue
-                chunk = list(directions)
+                    break
                 D = -(Z.T @ np.stack(list(directions.values()), axis=1)) * w[:, None]
-                for i, d in zip(chunk, D.T):
+                for i, d in zip(list(directions), D.T):
                     at = np.asarray(pinned[i].at)
                     d[at] = pinned[i].values
                     crossed = (d < low) | (d > high)
@@ -419,17 +421,21 @@ class BATSolver:
                         pinned[i].values.extend(np.clip(d[crossed], low[crossed], high[crossed]).tolist())
                         continue
                     del pinned[i]
-                    if not len(crossed) and self._is_witness(np.clip(p[support] + d, 0.0, u[support]), support, i, b):
+                    q = np.clip(p[support] + d, 0.0, u[support])
+                    if not len(crossed) and self._is_witness(q, support, i, b, p[i]):
                         rejected[i], undecided[i] = True, False
                         found += 1
         return found
 
-    def _is_witness(self, q_support: np.ndarray, support: np.ndarray, i: int, b: np.ndarray) -> bool:
-        """Whether q (q_support on the support, 0 elsewhere and at i), inside [0, u], meets A q = A p."""
+    def _is_witness(self, q_support: np.ndarray, support: np.ndarray, i: int, b: np.ndarray, p_i: float) -> bool:
+        """Whether q (q_support on the support, 0 elsewhere and at i), inside [0, u], meets A q = A p: to the LPs'
+        tolerance and to SCREEN_ERROR of the mass moved (dropping a token of mass below the tolerance would
+        otherwise pass without any move; its repair, exact, misses A p by rounding, ~1e-16 p_i)."""
         q = np.zeros(self.V)
         q[support] = q_support
         q[i] = 0.0
-        return bool(np.abs(self.Q @ q - b).max() <= 10 * self.settings.feasibility_tol)
+        tol = min(10 * self.settings.feasibility_tol, SCREEN_ERROR * p_i)
+        return bool(np.abs(self.Q @ q - b).max() <= tol)
 
     def _whitened(self, support: np.ndarray, w: np.ndarray, candidates: np.ndarray):
         """Z with Z^T Z = K = Q^T M^+ Q on the support, M = Q diag(w) Q^T inverted on its eigenvalues above largest /
