@@ -81,3 +81,11 @@ def test_a_findings_page_becomes_a_block_of_short_lines_that_keeps_every_cell(up
     assert ("- **fails**: greedy has the lowest NSMD; against gt-x;\n  test `NSMD(top_k | bn-4) - NSMD(greedy | bn-4) "
             "> 0 (every bottleneck and method: the least favourable of 20)`;\n  runs 3; estimate [interval] -0.0812 "
             "[-0.0966, -0.0658]") in block
+
+
+def test_a_wrapped_line_never_starts_with_a_list_marker_quote_or_heading():
+    for opener in ("+", "-", "*", ">", "#", "1.", "12)"):
+        text = "y" * 106 + f" a {opener} b and more words to wrap"
+        for line in wrap(text, 110).splitlines()[1:]:
+            assert not line.startswith(f"{opener} "), line
+    assert wrap("x" * 107 + " block + 1 bytes", 110).splitlines()[1] == "block + 1 bytes"

@@ -10,6 +10,8 @@ import textwrap
 WIDTH = 118
 _CODE_SPAN = re.compile(r"`[^`]*`")
 _KEPT_SPACE = "\x00"
+# the space before a word that opens a list, quote or heading where it starts a line
+_BLOCK_OPENER = re.compile(r" (?=(?:[-+*>]|#+|\d+[.)])(?: |$))")
 
 
 def unbroken(phrase: str) -> str:
@@ -21,6 +23,7 @@ def wrap(text: str, width: int = WIDTH, first: str = "", rest: str = "") -> str:
     """`text` on lines of at most `width` characters (a code span longer than that stands alone), the first line
     opening with `first`, the others with `rest`."""
     kept = _CODE_SPAN.sub(lambda span: span[0].replace(" ", _KEPT_SPACE), text)
+    kept = _BLOCK_OPENER.sub(_KEPT_SPACE, kept)  # such a word stays on the line of the word before it
     lines = textwrap.wrap(kept, width, initial_indent=first, subsequent_indent=rest, break_long_words=False,
                           break_on_hyphens=False)
     return "\n".join(lines).replace(_KEPT_SPACE, " ")
