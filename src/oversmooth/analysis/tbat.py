@@ -345,12 +345,14 @@ class BATSolver:
         left, the repair of the moves (w = p, then p^1.5) that left the box. Returns how many tokens the repairs
         rejected."""
         support = np.flatnonzero(p > 0)  # u > zero_tol > 0 for every undecided token
-        repaired = 0
+        repaired, repair_Z = 0, {}
         for power in SCREEN_POWERS:
             candidates = np.flatnonzero(undecided)
             if not len(candidates):
                 return repaired
             Z, K, miss = self._whitened(support, p[support] ** power, candidates)
+            if power in REPAIR_POWERS and self.highs is None:  # kept for the repair below: the same Z
+                repair_Z[power] = Z
             at = np.searchsorted(support, candidates)
             ratio = p[support] ** (power - 1)  # w_l / p_l
             if power == 1 and len(support) * len(candidates) > SCREEN_VALUES:  # else exact blocks do it all
@@ -380,8 +382,7 @@ class BATSolver:
             left = left[np.argsort(-p[left], kind="stable")][:EXACT_SCREEN]
             if not len(left):
                 break
-            Z = self._whitened(support, p[support] ** power, left)[0]
-            repaired += self._repair(Z, support, p[support] ** power, p, u, left, undecided, rejected)
+            repaired += self._repair(repair_Z[power], support, p[support] ** power, p, u, left, undecided, rejected)
         return repaired
 
     def _repair(self, Z: np.ndarray, support: np.ndarray, w: np.ndarray, p: np.ndarray, u: np.ndarray,
