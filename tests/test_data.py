@@ -55,11 +55,11 @@ def test_split_is_disjoint_by_document_and_covers_every_document(tmp_path, corpu
     for split in ("train", "val"):
         shard = bytes(read_shard(getattr(paths, split)))
         for row in by_split[split]:
-            doc = (corpus_dir / row["doc_id"].split(":", 1)[1].split("/")[-1]).read_bytes()
+            doc = (corpus_dir / row["doc_id"].split(":", 1)[1]).read_bytes()
             assert shard[row["shard_offset"] : row["shard_offset"] + row["n_bytes"]] == doc
         others = [r for s, rows in by_split.items() if s != split for r in rows]
         for row in others:  # and no document of another split appears in it
-            doc = (corpus_dir / row["doc_id"].split("/")[-1]).read_bytes()
+            doc = (corpus_dir / row["doc_id"].split(":", 1)[1]).read_bytes()
             assert doc not in shard
     eval_ids = set(pq.read_table(paths.eval_docs).column("doc_id").to_pylist())
     assert eval_ids == {r["doc_id"] for r in by_split["eval"]}
@@ -73,6 +73,24 @@ def test_split_is_reproducible_from_the_seed(tmp_path, corpus_dir):
     assert a.train.read_bytes() == b.train.read_bytes()
     assert _doc_index(a) == _doc_index(b)
     assert [r["split"] for r in _doc_index(a)] != [r["split"] for r in _doc_index(c)]
+
+
+def test_split_is_the_same_wherever_the_corpus_lies(tmp_path, corpus_dir):
+    """The same files copied elsewhere (a laptop's home, a cluster's scratch) give the same ids and the same split:
+    CI once drew a temporary folder whose absolute paths sent none of 40 documents to `eval`."""
+    import shutil
+
+    (corpus_dir / "sub").mkdir()
+    (corpus_dir / "sub" / "rows.jsonl").write_text('{"text": "a first row"}\n{"text": "a second row"}\n')
+    moved = shutil.copytree(corpus_dir, tmp_path / "elsewhere" / "deeper" / "docs")
+    sources = [{**_files(corpus_dir), "paths": [str(corpus_dir / "*.txt"), str(corpus_dir / "sub")]}]
+    moved_sources = [{**sources[0], "paths": [str(moved / "*.txt"), str(moved / "sub")]}]
+    here, _ = _build(tmp_path / "a", sources)
+    there, _ = _build(tmp_path / "b", moved_sources)
+    assert _doc_index(here) == _doc_index(there)
+    ids = [r["doc_id"] for r in _doc_index(here)]
+    assert "files0:d07.txt" in ids and "files0:sub/rows.jsonl:2" in ids
+    assert not any(str(tmp_path) in doc_id for doc_id in ids)
 
 
 def test_assign_split_fractions_and_order_independence():
@@ -202,7 +220,7 @@ def test_jsonl_and_parquet_sources_use_the_text_column(tmp_path):
     source = {"kind": "files", "paths": [str(jsonl), str(parquet)], "text_column": "body"}
     docs = list(iter_source_documents(source, "mix", "replace", SourceStats("mix", "files")))
     assert [d.data for d in docs] == [b"json doc 0.", b"json doc 1.", b"json doc 2.", b"pq one.", b"pq two."]
-    assert docs[0].doc_id == f"mix:{jsonl}:1"
+    assert docs[0].doc_id == "mix:a.jsonl:1"  # the path relative to the folder holding the files
     with pytest.raises(DataSourceError, match=r"no text column 'text'.*\['body', 'id'\]"):
         list(iter_source_documents({**source, "text_column": "text"}, "mix", "replace", SourceStats("mix", "files")))
     with pytest.raises(DataSourceError, match=r"b\.parquet: no text column 'text'"):

@@ -171,7 +171,7 @@ def _txt_documents(path: str, label: str, policy: str, stats: SourceStats, key: 
     yield from _document(f"{label}:{key}", label, data)
 
 
-def _jsonl_documents(path: str, label: str, column: str, policy: str, stats: SourceStats) -> Iterator[Document]:
+def _jsonl_documents(path: str, label: str, column: str, policy: str, stats: SourceStats, key: str) -> Iterator[Document]:
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, start=1):
             if not raw.strip():
@@ -188,10 +188,10 @@ def _jsonl_documents(path: str, label: str, column: str, policy: str, stats: Sou
                 keys = sorted(record) if isinstance(record, dict) else type(record).__name__
                 raise DataSourceError(f"{where}: no text column {column!r} (found {keys}); set `text_column`")
             text = _text_bytes(record[column], where, column, policy, stats)
-            yield from _document(f"{label}:{path}:{line_no}", label, text)
+            yield from _document(f"{label}:{key}:{line_no}", label, text)
 
 
-def _parquet_documents(path: str, label: str, column: str, policy: str, stats: SourceStats) -> Iterator[Document]:
+def _parquet_documents(path: str, label: str, column: str, policy: str, stats: SourceStats, key: str) -> Iterator[Document]:
     parquet = ParquetInput(path)
     names = parquet.schema_arrow.names
     if column not in names:
@@ -202,7 +202,7 @@ def _parquet_documents(path: str, label: str, column: str, policy: str, stats: S
     for batch in parquet.iter_batches(columns=[column], batch_size=1024):
         for value in batch.column(0).to_pylist():
             where = f"source {label!r} file {path} row {row}"
-            yield from _document(f"{label}:{path}:{row}", label, _text_bytes(value, where, column, policy, stats))
+            yield from _document(f"{label}:{key}:{row}", label, _text_bytes(value, where, column, policy, stats))
             row += 1
 
 
@@ -228,17 +228,27 @@ def source_files(source: Mapping, label: str = "files") -> list[str]:
     return files
 
 
+def file_keys(files: list[str]) -> list[str]:
+    """Each file's path relative to the deepest folder holding them all: the part of a document id (and so of its
+    split) that names the file, the same wherever the corpus lies (a laptop's home or a cluster's scratch)."""
+    if not files:
+        return []
+    root = os.path.commonpath([os.path.dirname(os.path.abspath(f)) for f in files])
+    return [Path(os.path.relpath(os.path.abspath(f), root)).as_posix() for f in files]
+
+
 def _file_documents(source: Mapping, label: str, policy: str, stats: SourceStats) -> Iterator[Document]:
     column = source["text_column"]
-    for path in source_files(source, label):
+    files = source_files(source, label)
+    for path, key in zip(files, file_keys(files)):
         stats.files.append(path)
         suffix = Path(path).suffix.lower()
         if suffix in (".txt", ".md"):
-            yield from _txt_documents(path, label, policy, stats, key=path)
+            yield from _txt_documents(path, label, policy, stats, key=key)
         elif suffix == ".jsonl":
-            yield from _jsonl_documents(path, label, column, policy, stats)
+            yield from _jsonl_documents(path, label, column, policy, stats, key)
         elif suffix == ".parquet":
-            yield from _parquet_documents(path, label, column, policy, stats)
+            yield from _parquet_documents(path, label, column, policy, stats, key)
         else:
             raise DataSourceError(
                 f"source {label!r}: cannot read {path} (suffix {suffix!r}); use .txt, .md, .jsonl or .parquet"
