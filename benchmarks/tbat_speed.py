@@ -20,13 +20,10 @@ finish one position of the full head in 15 minutes).
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import time
-import types
-from pathlib import Path
 
 import numpy as np
+from shared import module_at, token_head
 
 from oversmooth.analysis.reference import bat_reject_set
 from oversmooth.analysis.tbat import BATSolver, TBATSettings
@@ -79,29 +76,16 @@ def compare(W: np.ndarray, probs: np.ndarray, n_reference: int, settings: TBATSe
 
 def token_outputs(head_path: str, states: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """A token-track head (results/models/tok-*/head.pt), or a source LM's folder for its own full head."""
-    import torch
+    from oversmooth.analysis.tokenheads import sampled_state_rows
 
-    from oversmooth.analysis.tokenheads import head_matrix, load_head, output_weight, sampled_state_rows
-    from oversmooth.models.causallm import load_causal_lm
-
-    torch.set_num_threads(1)
-    if head_path.endswith(".pt"):
-        head = load_head(head_path)[0]
-        W = head_matrix(head)
-    else:
-        head = output_weight(load_causal_lm(head_path)[0])
-        W = head.double().numpy()
+    head, W = token_head(head_path)
     p = np.exp(sampled_state_rows(head, states, n, seed).logprobs)
     return W, p / p.sum(1, keepdims=True)
 
 
 def baseline_solver(revision: str):
     """The BATSolver class of tbat.py at a git revision (a tag such as v0.2.0), loaded beside today's."""
-    source = subprocess.run(["git", "show", f"{revision}:src/oversmooth/analysis/tbat.py"], capture_output=True,
-                            text=True, check=True, cwd=Path(__file__).parent).stdout
-    module = sys.modules[f"tbat_{revision}"] = types.ModuleType(f"tbat_{revision}")  # its dataclasses look it up
-    exec(compile(source, f"{revision}:src/oversmooth/analysis/tbat.py", "exec"), module.__dict__)
-    return module.BATSolver
+    return module_at(revision, "src/oversmooth/analysis/tbat.py").BATSolver
 
 
 def timed(solver, p: np.ndarray):

@@ -108,6 +108,51 @@ def test_trained_shape_head_runs():
     assert not report.failed
 
 
+def _stretched_sphere(n: int = 400, d: int = 5) -> np.ndarray:
+    """Points in convex position (every row a vertex) whose least-squares directions miss over 40 of them."""
+    rng = np.random.default_rng(0)
+    points = rng.standard_normal((n, d))
+    points /= np.linalg.norm(points, axis=1, keepdims=True)
+    points[:, 0] *= 10.0
+    return points + 0.3 * np.sign(points[:, 1:2]) * np.eye(d)[1]
+
+
+def test_refined_directions_find_the_vertices_the_least_squares_directions_miss_without_an_lp(monkeypatch):
+    import oversmooth.analysis.argmax as argmax
+
+    points = _stretched_sphere()
+    assert len(ConvexHull(points).vertices) == len(points)
+    least_squares = np.linalg.pinv(points.T @ points)
+    assert (argmax.strict_argmax_rows(points, points @ least_squares, 1e-9)[0] != np.arange(len(points))).sum() > 40
+
+    def no_lp(*args, **kwargs):
+        raise AssertionError("an LP was needed")
+
+    monkeypatch.setattr(argmax, "_VertexLP", no_lp)
+    report = linear_head_vertices(points, n_random=0)
+    assert sorted(report.witnesses) == list(range(len(points))) and not report.unargmaxable
+    for i, z in report.witnesses.items():
+        scores = points @ z
+        assert int(np.argmax(scores)) == i and np.sort(scores)[-2] < scores[i]
+
+
+def test_near_full_rank_each_undecided_row_gets_its_own_lp_from_its_neighbours_and_the_rows_that_beat_it():
+    """Most rows vertices (points on a sphere), a few inside: each undecided row is decided by an LP of its own that
+    starts from 2 rows and grows by the rows that beat it, and the verdicts are the convex hull's."""
+    rng = np.random.default_rng(3)
+    sphere = rng.standard_normal((150, 5))
+    sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
+    inside = 0.9 * sphere[:12] + 0.05 * rng.standard_normal((12, 5))
+    points = np.vstack([sphere, inside, 0.999 * sphere[20:23]])  # 3 rows just inside the sphere's vertices
+    report = linear_head_vertices(points, n_random=0, neighbours=2)
+    hull = sorted(ConvexHull(points).vertices.tolist())
+    assert sorted(report.witnesses) == hull and not report.failed
+    assert len(report.margins) == len(points) - len(hull) and max(report.margins.values()) <= 1e-9 * 10
+    for i, z in report.witnesses.items():
+        scores = points @ z
+        assert int(np.argmax(scores)) == i and np.sort(scores)[-2] < scores[i]
+
+
 def test_linear_head_vertices_are_the_convex_hull_s_vertices_with_witnesses_and_duplicates_never_win():
     square = np.array([[1.0, 1], [1, -1], [-1, 1], [-1, -1], [0.2, 0.1], [1, 0], [0.5, 0.5], [0.5, 0.5]])
     report = linear_head_vertices(square, n_random=0)

@@ -194,6 +194,17 @@ def test_exact_token_analyses_must_name_ranks_the_track_builds(repo, key):
         validate_config({**base, "tokens": {**base["tokens"], key: [4, 8]}})
 
 
+@pytest.mark.parametrize("key", ["unargmaxable_ranks", "tbat_ranks"])
+def test_full_in_an_exact_token_analysis_s_ranks_adds_the_source_s_own_head(repo, key):
+    from oversmooth.workflow.outputs import token_heads_at
+
+    base = load_config(repo / "config" / "config.yaml")
+    config = validate_config({**base, "tokens": {**base["tokens"], key: [4, "full"]}})
+    assert token_heads_at(config, key) == ["tok-svd-r4", "tok-learned-r4", "tok-full"]
+    with pytest.raises(ConfigError, match=rf"tokens.{key}"):
+        validate_config({**base, "tokens": {**base["tokens"], key: [4, "whole"]}})
+
+
 @pytest.mark.parametrize("names", SHIPPED)
 def test_shipped_configs_name_no_missing_local_path(repo, names, monkeypatch):
     monkeypatch.chdir(repo)

@@ -232,6 +232,35 @@ def test_the_unargmaxable_token_table_counts_the_corpus_tokens_a_head_can_never_
     assert row["most_frequent_never_argmax"] == f"{tokenizer.decode([4])!r}×3 {tokenizer.decode([3])!r}×2"
 
 
+class _Inputs(dict):
+    """A job's named inputs as a Snakemake script sees them (`smk.input.lm`, `smk.input.keys()`)."""
+
+    __getattr__ = dict.__getitem__
+
+
+def test_tok_full_is_analysed_through_its_source_s_own_head_a_saved_transformers_model(tiny_token_lm):
+    """tok-full's job reads the source LM (its `lm` input, a file in the model's folder) and takes its LM head's W:
+    the unargmaxable analysis runs on it and its Table B row says kind `full` and k = the hidden size."""
+    from types import SimpleNamespace
+
+    from transformers import AutoModelForCausalLM
+
+    from oversmooth.analysis.argmax import linear_head_vertices, vertex_record
+    from oversmooth.reporting.argmax_report import unargmaxable_token_table
+    from oversmooth.workflow.tokensource import rule_token_head
+
+    job = SimpleNamespace(input=_Inputs(lm=str(tiny_token_lm / "config.json")), threads=1)
+    head, W, k = rule_token_head(job)
+    expected = AutoModelForCausalLM.from_pretrained(tiny_token_lm).lm_head.weight.detach().double().numpy()
+    assert k == 32 and W.dtype == np.float64 and np.array_equal(W, expected) and head.shape == W.shape
+    report = linear_head_vertices(W, n_random=256)
+    assert len(report.witnesses) + len(report.unargmaxable) == len(W) and not report.failed
+    for i, z in list(report.witnesses.items())[:50]:
+        assert int(np.argmax(W @ z)) == i
+    row = unargmaxable_token_table([vertex_record("tok-full", report, k)], np.arange(len(W)), str).iloc[0]
+    assert (row["model"], row["kind"], row["k"], row["vocabulary"]) == ("tok-full", "full", 32, len(W))
+
+
 def test_token_text_reads_every_token_as_transformers_decodes_it_without_torch(tiny_token_lm, tmp_path):
     from oversmooth.models.causallm import load_tokenizer
     from oversmooth.models.tokentext import token_text

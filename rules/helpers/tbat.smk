@@ -2,17 +2,23 @@
 # Snakemake keeps functions and rules in separate files (snakemake --lint).
 
 
+def token_head_input(model):
+    """A token-track head's factors, or for tok-full the source model (its own head)."""
+    return {"lm": token_source_input()} if model == TOKEN_REFERENCE else {"head": token_head_path(model)}
+
+
 def unargmaxable_inputs(wildcards):
-    """A bottleneck's checkpoint, or a token-track head's factors."""
+    """A bottleneck's checkpoint, or a token-track head's factors (tok-full: its source model)."""
     if is_token_model(wildcards.model):
-        return {"head": token_head_path(wildcards.model)}
+        return token_head_input(wildcards.model)
     return {"checkpoint": model_path(wildcards.model, "best.pt")}
 
 
 def tbat_inputs(wildcards):
-    """A bottleneck's logits and checkpoint, or a token-track head's evaluation states and factors."""
+    """A bottleneck's logits and checkpoint, or a token-track head's evaluation states and factors (tok-full: its
+    source model)."""
     if is_token_model(wildcards.model):
-        return {"states": token_states_path("eval"), "head": token_head_path(wildcards.model)}
+        return {"states": token_states_path("eval"), **token_head_input(wildcards.model)}
     return {"logits": logits_path(wildcards.model), "checkpoint": model_path(wildcards.model, "best.pt")}
 
 

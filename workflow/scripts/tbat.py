@@ -1,5 +1,5 @@
-"""Snakemake adapter: TBAT of one bottlenecked model, or of one token-track head over its whole vocabulary, at
-sampled positions, per decoding method (rule tbat). A bottlenecked model's job runs without torch."""
+"""Snakemake adapter: TBAT of one bottlenecked model, or of one token-track head (or tok-full) over its whole
+vocabulary, at sampled positions, per decoding method (rule tbat). A bottlenecked model's job runs without torch."""
 
 from oversmooth.analysis.decoding import decodings_from_config
 from oversmooth.analysis.summary import summarise_file
@@ -17,11 +17,12 @@ with workflow_job(smk.log[0]):
     if is_token_model(smk.wildcards.model):
         import torch  # a token-track head is a torch module (only these jobs import it)
 
-        from oversmooth.analysis.tokenheads import head_matrix, load_head, sampled_state_rows
+        from oversmooth.analysis.tokenheads import sampled_state_rows
+        from oversmooth.workflow.tokensource import rule_token_head
 
+        head, W, _ = rule_token_head(smk)
         torch.set_num_threads(1)
-        head = load_head(smk.input.head)[0]
-        W, rows = head_matrix(head), sampled_state_rows(head, smk.input.states, settings["positions"], seed)
+        rows = sampled_state_rows(head, smk.input.states, settings["positions"], seed)
     else:
         W = read_output_matrix(smk.input.checkpoint)
         rows = sampled_logit_rows(smk.input.logits, settings["positions"], seed)

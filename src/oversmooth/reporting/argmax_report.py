@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from oversmooth.core.catalog import token_head_parts
+from oversmooth.core.catalog import TOKEN_REFERENCE, token_head_parts
 from oversmooth.data.bytenames import byte_name
 
 
@@ -43,9 +43,9 @@ def unargmaxable_token_table(records: list[dict], targets: np.ndarray, token_tex
         never = np.asarray(record["unargmaxable"], dtype=np.int64)
         order = never[np.argsort(-counts[never], kind="stable")]
         frequent = [t for t in order[:top_n] if counts[t] > 0]
-        kind, rank = token_head_parts(record["model"])
+        kind = "full" if record["model"] == TOKEN_REFERENCE else token_head_parts(record["model"])[0]
         rows.append({
-            "model": record["model"], "kind": kind, "k": rank, "vocabulary": record["n_rows"],
+            "model": record["model"], "kind": kind, "k": record["k"], "vocabulary": record["n_rows"],
             "n_argmaxable": len(record["argmaxable"]), "n_unargmaxable": len(never),
             "n_duplicated": len(record["duplicates"]), "n_failed": len(record["failed"]),
             "corpus_tokens": int(counts.sum()), "corpus_share_never_argmax": float(counts[never].sum() / counts.sum()),

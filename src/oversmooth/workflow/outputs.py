@@ -172,9 +172,11 @@ def tbat_table_names(methods: list[str]) -> dict[str, list[str]]:
 
 
 def token_heads_at(config: Mapping, ranks_key: str) -> list[str]:
-    """The token-track heads at the ranks `tokens.<ranks_key>` (those an exact analysis runs on)."""
+    """The token-track heads at the ranks `tokens.<ranks_key>` (those an exact analysis runs on), then tok-full
+    where the list holds `full`."""
     wanted = set(config["tokens"][ranks_key])
-    return [m for m in token_head_models(config) if token_head_parts(m)[1] in wanted]
+    heads = [m for m in token_head_models(config) if token_head_parts(m)[1] in wanted]
+    return heads + [TOKEN_REFERENCE] * ("full" in wanted and bool(config["tokens"]["ranks"]))
 
 
 def nearest_models(models: list[str], wanted: tuple[int, ...] = NEAREST_K) -> list[str]:

@@ -16,3 +16,15 @@ def rule_token_source(smk):
     present, else on the job's CPU threads."""
     torch.set_num_threads(smk.threads)
     return load_causal_lm(Path(smk.input.lm).parent, device=inference_device(), config_key="tokens.source")
+
+
+def rule_token_head(smk):
+    """(head, W, k) of the job's token-track head: a rank-k head (`head` input) with its matrix (V x k, float64), or
+    for tok-full (an `lm` input) its source's own head matrix, as the tensor `head_logits` multiplies and in float64."""
+    from oversmooth.analysis.tokenheads import head_matrix, load_head, output_weight
+
+    if "lm" in smk.input.keys():
+        weight = output_weight(rule_token_source(smk)[0]).cpu()
+        return weight, weight.double().numpy(), weight.shape[1]
+    head, meta = load_head(smk.input.head)
+    return head, head_matrix(head), meta["rank"]
