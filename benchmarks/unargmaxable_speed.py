@@ -21,19 +21,19 @@ from shared import module_at, token_head
 from oversmooth.analysis.argmax import linear_head_vertices
 
 
-def counts(report) -> dict:
-    return {"argmaxable": sorted(report.witnesses), "unargmaxable": report.unargmaxable, "duplicates": report.duplicates,
-            "failed": report.failed}
+def verdicts(report) -> dict[str, list[int]]:
+    return {"argmaxable": sorted(report.witnesses), "unargmaxable": report.unargmaxable,
+            "duplicates": report.duplicates, "failed": report.failed}
 
 
-def timed_counts(find_vertices, W: np.ndarray, seed: int) -> tuple[float, dict]:
+def timed_verdicts(find_vertices, W: np.ndarray, seed: int) -> tuple[float, dict[str, list[int]]]:
     start = time.perf_counter()
     report = find_vertices(W, seed=seed)
-    return time.perf_counter() - start, counts(report)
+    return time.perf_counter() - start, verdicts(report)
 
 
 def _baseline_child(revision: str, W: np.ndarray, seed: int, queue) -> None:
-    queue.put(timed_counts(module_at(revision, "src/oversmooth/analysis/argmax.py").linear_head_vertices, W, seed))
+    queue.put(timed_verdicts(module_at(revision, "src/oversmooth/analysis/argmax.py").linear_head_vertices, W, seed))
 
 
 def baseline(revision: str, W: np.ndarray, seed: int, minutes: float) -> tuple[float, dict] | None:
@@ -60,7 +60,7 @@ def main() -> None:
     if args.svd_rank:
         u, s, _ = np.linalg.svd(W, full_matrices=False)
         W = u[:, : args.svd_rank] * s[: args.svd_rank]
-    seconds, ours = timed_counts(linear_head_vertices, W, args.seed)
+    seconds, ours = timed_verdicts(linear_head_vertices, W, args.seed)
     print(f"{args.head}{f' (SVD rank {args.svd_rank})' if args.svd_rank else ''}: V = {W.shape[0]}, k = {W.shape[1]}")
     print(f"ours {seconds:.1f} s: " + ", ".join(f"{len(v)} {k}" for k, v in ours.items()))
     before = baseline(args.baseline, W, args.seed, args.baseline_minutes)

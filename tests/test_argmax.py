@@ -136,6 +136,18 @@ def test_refined_directions_find_the_vertices_the_least_squares_directions_miss_
         assert int(np.argmax(scores)) == i and np.sort(scores)[-2] < scores[i]
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_a_row_s_own_lp_never_holds_the_row_itself_even_with_fewer_rows_than_neighbours(monkeypatch, seed):
+    """The review's case: with V <= `neighbours`, a row's own model held the row, whose constraint capped its margin
+    at 0, so a vertex the least-squares directions missed was certified unargmaxable."""
+    import oversmooth.analysis.argmax as argmax
+
+    monkeypatch.setattr(argmax, "REFINE_ROUNDS", 0)  # the LPs decide what the least-squares directions miss
+    points = _stretched_sphere(40) if seed == 0 else np.random.default_rng(seed).standard_normal((20 + 4 * seed, 3))
+    report = linear_head_vertices(points, n_random=0)
+    assert sorted(report.witnesses) == sorted(ConvexHull(points).vertices.tolist()) and not report.failed
+
+
 def test_near_full_rank_each_undecided_row_gets_its_own_lp_from_its_neighbours_and_the_rows_that_beat_it():
     """Most rows vertices (points on a sphere), a few inside: each undecided row is decided by an LP of its own that
     starts from 2 rows and grows by the rows that beat it, and the verdicts are the convex hull's."""

@@ -89,8 +89,24 @@ def test_split_is_the_same_wherever_the_corpus_lies(tmp_path, corpus_dir):
     there, _ = _build(tmp_path / "b", moved_sources)
     assert _doc_index(here) == _doc_index(there)
     ids = [r["doc_id"] for r in _doc_index(here)]
-    assert "files0:d07.txt" in ids and "files0:sub/rows.jsonl:2" in ids
+    assert "files0:d07.txt" in ids and "files0:rows.jsonl:2" in ids  # named from each entry's folder
     assert not any(str(tmp_path) in doc_id for doc_id in ids)
+
+
+def test_another_paths_entry_elsewhere_changes_no_existing_document_s_id(tmp_path, corpus_dir):
+    other = write_docs(tmp_path / "elsewhere" / "more", {"m1.txt": sentences(100, 5), "m2.txt": sentences(101, 5)})
+    before, _ = _build(tmp_path / "a", [_files(corpus_dir)])
+    after, _ = _build(tmp_path / "b", [{**_files(corpus_dir), "paths": [str(corpus_dir / "*.txt"), str(other)]}])
+    added = [r for r in _doc_index(after) if r["doc_id"] in ("files0:m1.txt", "files0:m2.txt")]
+    kept = [(r["doc_id"], r["split"]) for r in _doc_index(after) if r not in added]
+    assert len(added) == 2 and sorted(kept) == sorted((r["doc_id"], r["split"]) for r in _doc_index(before))
+
+
+def test_two_files_named_alike_under_two_entries_are_an_error_naming_both(tmp_path, corpus_dir):
+    twin = write_docs(tmp_path / "twin", {"d07.txt": "another text"})
+    source = {**_files(corpus_dir), "paths": [str(corpus_dir / "*.txt"), str(twin / "*.txt")]}
+    with pytest.raises(DataSourceError, match=r"d07\.txt and .*twin/d07\.txt would share the document id files0:d07"):
+        _build(tmp_path, [source])
 
 
 def test_assign_split_fractions_and_order_independence():

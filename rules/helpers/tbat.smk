@@ -15,8 +15,7 @@ def unargmaxable_inputs(wildcards):
 
 
 def tbat_inputs(wildcards):
-    """A bottleneck's logits and checkpoint, or a token-track head's evaluation states and factors (tok-full: its
-    source model)."""
+    """A bottleneck's logits and checkpoint, or a token-track head's evaluation states and factors."""
     if is_token_model(wildcards.model):
         return {"states": token_states_path("eval"), **token_head_input(wildcards.model)}
     return {"logits": logits_path(wildcards.model), "checkpoint": model_path(wildcards.model, "best.pt")}

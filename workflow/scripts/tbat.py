@@ -1,5 +1,5 @@
-"""Snakemake adapter: TBAT of one bottlenecked model, or of one token-track head (or tok-full) over its whole
-vocabulary, at sampled positions, per decoding method (rule tbat). A bottlenecked model's job runs without torch."""
+"""Snakemake adapter: TBAT of one bottlenecked model, or of one token-track head over its whole vocabulary, at
+sampled positions, per decoding method (rule tbat). A bottlenecked model's job runs without torch."""
 
 from oversmooth.analysis.decoding import decodings_from_config
 from oversmooth.analysis.summary import summarise_file

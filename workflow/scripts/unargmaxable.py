@@ -2,8 +2,8 @@
 and exact, or a token-track head's (or tok-full's) tokens, exact."""
 
 from oversmooth.analysis.argmax import linear_head_vertices, report_record, unargmaxable_classes, vertex_record
-from oversmooth.core.catalog import is_token_model
 from oversmooth.core.allocator import keep_freed_memory
+from oversmooth.core.catalog import is_token_model
 from oversmooth.core.io import write_json
 from oversmooth.core.job import workflow_job
 from oversmooth.models.checkpoints import load_model

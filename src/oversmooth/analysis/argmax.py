@@ -282,9 +282,9 @@ def _solve_qp(G: np.ndarray, lower: np.ndarray, d: int) -> tuple[str, np.ndarray
 class VertexReport:
     """Which rows of a point set P (V x k) are strict argmaxes of P z for some z: the vertices of conv(P) that no
     other row duplicates. `witnesses[i]`: such a z (checked over all rows); `margins[i]` for the others: the LP's
-    optimal margin max over z in [-1, 1]^k of (p_i - max over the vertices found of p_e) . z, <= tol (a certificate
-    that no z makes i the argmax by more than tol); `duplicates`: rows equal to another row (never a strict
-    argmax)."""
+    optimal margin max over z in [-1, 1]^k of p_i . z - max over a set of other rows of p_e . z, <= tol (a
+    certificate that no z makes i the argmax by more than tol); `duplicates`: rows equal to another row (never a
+    strict argmax)."""
 
     witnesses: dict[int, np.ndarray] = field(default_factory=dict)
     margins: dict[int, float] = field(default_factory=dict)
@@ -336,7 +336,8 @@ def linear_head_vertices(points: np.ndarray, *, n_random: int = 4096, seed: int 
     started = time.perf_counter()
     points = np.asarray(points, dtype=np.float64)
     V, k = points.shape
-    tol = tol * np.abs(points).sum(1).max()  # |p . z| <= that for z in the box
+    reach = np.abs(points).sum(1).max()  # |p . z| <= this for z in the box
+    tol = tol * reach
     report = VertexReport()
     _, inverse, counts = np.unique(points, axis=0, return_inverse=True, return_counts=True)
     duplicated = counts[inverse.reshape(-1)] > 1  # equal rows tie: none of the copies is ever the strict argmax
@@ -362,24 +363,33 @@ def linear_head_vertices(points: np.ndarray, *, n_random: int = 4096, seed: int 
             _refined_witnesses(points, least_squares, [i for i in undecided if i not in report.witnesses], tol, report)
         undecided = [i for i in undecided if i not in report.witnesses]
         log.info("refined directions: %d rows undecided, %.1f s", len(undecided), time.perf_counter() - started)
-    shared = _VertexLP(points, sample, k) if len(undecided) > len(report.witnesses) else None
+    shared = _VertexLP(points, sample, -reach) if len(undecided) > len(report.witnesses) else None
     for n, i in enumerate(undecided):
         if shared is not None:
             _lift_until_decided(shared, i, points, tol, report, added=1)
         elif i not in report.witnesses:  # a row an earlier LP met as a vertex is decided already
-            scores = points @ (points[i] @ least_squares)
-            scores[i] = -np.inf
-            nearest = np.argpartition(-scores, min(neighbours, V - 1) - 1)[:neighbours]
-            _lift_until_decided(_VertexLP(points, nearest.tolist(), k), i, points, tol, report, added=neighbours)
+            lp = _VertexLP(points, _best_scoring_rows(points, i, points[i] @ least_squares, neighbours), -reach)
+            _lift_until_decided(lp, i, points, tol, report, added=neighbours)
         if (n + 1) % 5000 == 0:
             log.info("LPs: %d/%d rows decided, %.1f s", n + 1, len(undecided), time.perf_counter() - started)
+    report.failed = [i for i in report.failed if i not in report.witnesses]  # a later LP met it as a vertex
     report.seconds = time.perf_counter() - started
     log.info("%d rows: %d argmaxable (witnesses), %d unargmaxable (%d duplicated), %d failed, %.1f s", V,
-             len(report.witnesses), len(report.unargmaxable), len(report.duplicates), len(report.failed), report.seconds)
+             len(report.witnesses), len(report.unargmaxable), len(report.duplicates), len(report.failed),
+             report.seconds)
     return report
 
 
-def _lift_until_decided(lp: _VertexLP, i: int, points: np.ndarray, tol: float, report: VertexReport, added: int) -> None:
+def _best_scoring_rows(points: np.ndarray, i: int, z: np.ndarray, count: int) -> list[int]:
+    """The `count` rows other than i that score highest at z (all the others where there are fewer)."""
+    scores = points @ z
+    scores[i] = -np.inf
+    count = min(count, len(points) - 1)
+    return [int(e) for e in np.argpartition(-scores, count - 1)[:count] if e != i] if count > 0 else []
+
+
+def _lift_until_decided(lp: _VertexLP, i: int, points: np.ndarray, tol: float, report: VertexReport,
+                        added: int) -> None:
     """Decide row i by `lp`, adding the rows that beat it at the LP's direction (the argmax first, up to `added`
     of them) until a witness, a certificate (margin <= tol) or a failure."""
     while i not in report.witnesses:
@@ -396,7 +406,7 @@ def _lift_until_decided(lp: _VertexLP, i: int, points: np.ndarray, tol: float, r
         if j == i:
             report.witnesses[i] = z
             return
-        if j < 0 or j in lp.index:  # a tie, or a row above the LP's optimum: solver tolerance
+        if j < 0 or j in lp.index:  # a tie at the top (no strict argmax), or solver tolerance
             report.failed.append(i)
             return
         report.witnesses[j] = z  # a vertex, lifted above every other row by z
@@ -443,17 +453,17 @@ def _witness_winners(points: np.ndarray, directions: np.ndarray, tol: float, rep
 
 
 class _VertexLP:
-    """max p_i . z - u s.t. p_e . z - u <= 0 for the vertices e in the LP, z in [-1, 1]^k, u >= -max_e |p_e|_1 (no
-    vertex scores below it in the box): one HiGHS model, a row added per vertex found, each solve warm-started with
-    only the cost changed."""
+    """max p_i . z - u s.t. p_e . z - u <= 0 for the rows e in the LP (vertices found, or a row's best-scoring
+    rows), z in [-1, 1]^k, u >= -max_e |p_e|_1 (no row scores below it in the box): one HiGHS model, rows added as
+    the LPs find rows that beat i, each solve warm-started with only the cost changed."""
 
-    def __init__(self, points: np.ndarray, rows: list[int], k: int):
+    def __init__(self, points: np.ndarray, rows: list[int], floor: float):
+        k = points.shape[1]
         self.points, self.index, self.k = points, {}, k
         self.vertex_points = np.empty((max(len(rows), 64), k))  # the rows of `index`, in order; grown by doubling
         self.columns = np.arange(k + 1, dtype=np.int32)
         self.h = _highs()
         self.h.setOptionValue("simplex_strategy", 4)  # primal: only the cost changes between solves (~20 % faster)
-        floor = -np.abs(points).sum(1).max()
         self.h.addVars(k + 1, np.r_[np.full(k, -1.0), floor], np.r_[np.ones(k), highspy.kHighsInf])
         self.h.changeObjectiveSense(highspy.ObjSense.kMaximize)
         for row in rows:

@@ -171,7 +171,8 @@ def _txt_documents(path: str, label: str, policy: str, stats: SourceStats, key: 
     yield from _document(f"{label}:{key}", label, data)
 
 
-def _jsonl_documents(path: str, label: str, column: str, policy: str, stats: SourceStats, key: str) -> Iterator[Document]:
+def _jsonl_documents(path: str, label: str, column: str, policy: str, stats: SourceStats,
+                     key: str) -> Iterator[Document]:
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, start=1):
             if not raw.strip():
@@ -191,7 +192,8 @@ def _jsonl_documents(path: str, label: str, column: str, policy: str, stats: Sou
             yield from _document(f"{label}:{key}:{line_no}", label, text)
 
 
-def _parquet_documents(path: str, label: str, column: str, policy: str, stats: SourceStats, key: str) -> Iterator[Document]:
+def _parquet_documents(path: str, label: str, column: str, policy: str, stats: SourceStats,
+                       key: str) -> Iterator[Document]:
     parquet = ParquetInput(path)
     names = parquet.schema_arrow.names
     if column not in names:
@@ -212,9 +214,19 @@ FILE_SUFFIXES = (".txt", ".md", ".jsonl", ".parquet")
 def source_files(source: Mapping, label: str = "files") -> list[str]:
     """The files a `files` source reads, in order: each entry of `paths` is a file, a glob, or a folder (its files
     of the readable suffixes, recursively, sorted)."""
-    files = []
+    return [path for path, _ in source_file_keys(source, label)]
+
+
+def source_file_keys(source: Mapping, label: str = "files") -> list[tuple[str, str]]:
+    """(path, key) of each file a `files` source reads. The key, the part of a document id (and so of its split)
+    that names the file, is its path relative to its `paths` entry's folder (the entry's part before any wildcard;
+    a file's own folder): the same wherever the corpus lies (a laptop's home, a cluster's scratch) and whatever
+    other entries the source has. Two files with one key (the same file matched twice, or equal names under two
+    entries) are an error: their documents would share ids."""
+    keyed, seen = [], {}
     for pattern in source["paths"]:
-        matches = sorted(glob.glob(os.path.expanduser(pattern), recursive=True))
+        pattern = os.path.expanduser(pattern)
+        matches = sorted(glob.glob(pattern, recursive=True))
         if not matches:
             raise DataSourceError(f"source {label!r}: no file matches {pattern!r} (relative to {os.getcwd()})")
         for match in matches:
@@ -222,25 +234,33 @@ def source_files(source: Mapping, label: str = "files") -> list[str]:
                 inside = sorted(str(p) for p in Path(match).rglob("*") if p.is_file() and p.suffix.lower() in FILE_SUFFIXES)
                 if not inside:
                     raise DataSourceError(f"source {label!r}: folder {match} holds no {', '.join(FILE_SUFFIXES)} file")
-                files.extend(inside)
             else:
-                files.append(match)
-    return files
+                inside = [match]
+            for path in inside:
+                key = Path(os.path.relpath(path, _fixed_folder(pattern))).as_posix()
+                if key in seen:
+                    raise DataSourceError(
+                        f"source {label!r}: {seen[key]} and {path} would share the document id {label}:{key} (ids "
+                        "name a file relative to its `paths` entry's folder): list each file once, or put the two "
+                        "folders in separate sources"
+                    )
+                seen[key] = path
+                keyed.append((path, key))
+    return keyed
 
 
-def file_keys(files: list[str]) -> list[str]:
-    """Each file's path relative to the deepest folder holding them all: the part of a document id (and so of its
-    split) that names the file, the same wherever the corpus lies (a laptop's home or a cluster's scratch)."""
-    if not files:
-        return []
-    root = os.path.commonpath([os.path.dirname(os.path.abspath(f)) for f in files])
-    return [Path(os.path.relpath(os.path.abspath(f), root)).as_posix() for f in files]
+def _fixed_folder(pattern: str) -> str:
+    """The folder of a `paths` entry that its files are named from: the entry's components before the first with a
+    wildcard (a folder itself; a file's own folder)."""
+    parts = Path(pattern).parts
+    fixed = next((n for n, part in enumerate(parts) if glob.has_magic(part)), len(parts))
+    folder = os.path.join(*parts[:fixed]) if fixed else "."
+    return folder if fixed < len(parts) or os.path.isdir(folder) else os.path.dirname(folder) or "."
 
 
 def _file_documents(source: Mapping, label: str, policy: str, stats: SourceStats) -> Iterator[Document]:
     column = source["text_column"]
-    files = source_files(source, label)
-    for path, key in zip(files, file_keys(files)):
+    for path, key in source_file_keys(source, label):
         stats.files.append(path)
         suffix = Path(path).suffix.lower()
         if suffix in (".txt", ".md"):

@@ -175,7 +175,7 @@ def _check_token_settings(config: Mapping) -> None:
     if unknown:
         problems.append(f"  tokens.sampling.methods: {unknown} are not in decoding.methods {decoding}")
     for key in ("unargmaxable_ranks", "tbat_ranks"):
-        unbuilt = [k for k in tokens.get(key, []) if k != "full" and k not in tokens.get("ranks", [])]
+        unbuilt = [k for k in tokens.get(key, []) if k != "full" and k not in tokens.get("ranks", [])]  # full: tok-full
         if unbuilt:
             problems.append(f"  tokens.{key}: {unbuilt} are not in tokens.ranks {tokens.get('ranks')}")
     if problems:

@@ -62,7 +62,6 @@ class Costs:
     tbat_s_per_position: float = 1.6e-3  # per decoding method at k = 4, byte track; grows ~ k^0.5
     token_tbat_s_per_position: float = 0.1  # per decoding method at k = 4 over 49,152 tokens; x (k / 4)^0.6 (0.55 at 64)
     token_full_unargmaxable_s: float = 120.0  # SmolLM2's own head: ~70 s of search, 51 small LPs (one core)
-    token_full_tbat_s_per_position: float = 1800.0  # per decoding method: over 30 minutes (docs/stages.md)
     quality_fixed_s: float = 8.0  # MAUVE's k-means and the judge's load per job
     quality_s_per_byte: float = 3.0e-3  # per byte of sampled text: perplexity under SmolLM2, features, words
     head_fit_flops: float = 1300.0  # per (step x batch row x vocabulary entry) of fitting a learned head
@@ -299,8 +298,9 @@ class Planner:
         cost.disk_gb += self._positions(model) * methods * 12 * 8 / 1e9
 
     def _unargmaxable(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
-        """Byte heads: a second; a token head: ~20 s at k = 4, one LP per undecided token, growing ~ k; tok-full
-        (k = 576, nearly every token found a vertex by search): `token_full_unargmaxable_s`."""
+        """Byte heads: a second; a token head ~20 s x k / 4 (measured: 15-19 s at k = 4, about 4 minutes at k = 64;
+        above it an upper estimate: at full rank the search finds nearly every vertex); tok-full
+        `token_full_unargmaxable_s`."""
         model = wildcards["model"]
         if model == TOKEN_REFERENCE:
             seconds = self.costs.token_full_unargmaxable_s
@@ -313,11 +313,9 @@ class Planner:
     def _tbat(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
         model = wildcards["model"]
         methods = len(self.config["decoding"]["methods"])
-        token_positions = self.config["tokens"]["tbat_positions"] * methods
-        if model == TOKEN_REFERENCE:
-            seconds = token_positions * self.costs.token_full_tbat_s_per_position
-        elif is_token_model(model):
-            seconds = token_positions * self.costs.token_tbat_s_per_position * (bottleneck_of(model) / 4) ** 0.6
+        if is_token_model(model):
+            seconds = (self.config["tokens"]["tbat_positions"] * methods * self.costs.token_tbat_s_per_position
+                       * (bottleneck_of(model) / 4) ** 0.6)
         else:
             k = bottleneck_of(model) if not model.startswith("gt-") else 256
             seconds = self.config["tbat"]["positions"] * methods * self.costs.tbat_s_per_position * math.sqrt(k / 4)
