@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from oversmooth.core.markdown import list_item, unbroken, wrap
+from oversmooth.core.markdown import WIDTH, list_item, unbroken, wrap
 from oversmooth.workflow.config import REFERENCE_BEGIN, REFERENCE_END, load_config, reference_markdown
 from oversmooth.workflow.outputs import LIST_BEGIN, LIST_END, TABLE_BEGIN, TABLE_END, outputs_list, outputs_table
 
@@ -37,15 +37,24 @@ def table_cells(row: str) -> list[str]:
     return [cell.strip().replace("\x00", "|") for cell in kept.split("|")]
 
 
+def named_cell(name: str, cell: str, room: int = WIDTH - 2) -> str:
+    """A column's name and its cell as a list item shows them: on one line where they fit one (`room`, with the `;`
+    after them), else broken at the cell's spaces, the name on the line of the cell's first word."""
+    if len(name) + len(cell) + 2 <= room:
+        return unbroken(f"{name} {cell}")
+    start, _, rest = cell.partition(" ")
+    return f"{unbroken(f'{name} {start}')} {rest}".rstrip()
+
+
 def table_as_list(table: str) -> str:
     """A findings table as a list, an item per row: its verdict and claim, then each other column's name and cell
-    (never broken across lines)."""
+    (`named_cell`: a cell longer than a line breaks at its spaces)."""
     header, _, *rows = table.splitlines()
     names = table_cells(header)
     items = []
     for row in rows:
         cells = dict(zip(names, table_cells(row)))
-        rest = "; ".join(unbroken(f"{name} {cell}") for name, cell in cells.items() if name not in ("verdict", "claim"))
+        rest = "; ".join(named_cell(name, cell) for name, cell in cells.items() if name not in ("verdict", "claim"))
         items.append(list_item(f"{cells['verdict']}: {cells['claim']}; {rest}"))
     return "\n".join(items)
 

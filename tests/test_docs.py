@@ -62,11 +62,14 @@ def test_docs_and_readme_lines_fit_119_characters(repo):
     assert not {name: lines for name, lines in found.items() if lines}
 
 
-def test_a_wrapped_line_never_breaks_a_code_span_or_an_unbroken_phrase():
+def test_a_wrapped_line_breaks_a_code_span_only_where_it_is_longer_than_a_line_and_never_an_unbroken_phrase():
     text = "word " * 6 + "`a - b > 0 (the least favourable of 20)` " + unbroken("estimate [interval] 0.1 [0, 0.2]")
-    lines = list_item(text, width=30).splitlines()
-    assert lines == ["- word word word word word", "  word", "  `a - b > 0 (the least favourable of 20)`",
-                     "  estimate [interval] 0.1 [0, 0.2]"]
+    assert list_item(text, width=50).splitlines() == [
+        "- word word word word word word", "  `a - b > 0 (the least favourable of 20)`",
+        "  estimate [interval] 0.1 [0, 0.2]"]
+    assert list_item(text, width=30).splitlines() == [  # the span (41 characters) is longer than a line: it breaks
+        "- word word word word word", "  word `a - b > 0 (the least", "  favourable of 20)`",
+        "  estimate [interval] 0.1 [0, 0.2]"]
     assert wrap("one two three", width=7) == "one two\nthree"
 
 
@@ -89,3 +92,19 @@ def test_a_wrapped_line_never_starts_with_a_list_marker_quote_or_heading():
         for line in wrap(text, 110).splitlines()[1:]:
             assert not line.startswith(f"{opener} "), line
     assert wrap("x" * 107 + " block + 1 bytes", 110).splitlines()[1] == "block + 1 bytes"
+
+
+
+def test_a_findings_table_with_a_long_cell_breaks_it_at_spaces_within_119_characters(update_docs):
+    """A cell longer than a line (a seeded thesis run's test: a code span of 140 characters) breaks across lines at
+    its spaces, its column's name on the line of its first word: every line fits, and the words give it back."""
+    test = ("`min over k >= 64 of (TTO(bn-k) - TTO(bn-256)) - (TTO(bn-k) | 3 seeds - TTO(bn-256)) > 0 "
+            "(every matched rank k: the least favourable of 12)`")
+    assert len(test) == 140
+    row = f"| it levels off beyond k = 64 | gt-smollm2 | {test} | 3 | 0.0123 [0.0101, 0.0145] | **holds** |"
+    table = "\n".join(["| claim | against | test | runs | estimate [interval] | verdict |", "|" + "---|" * 6, row])
+    lines = update_docs.table_as_list(table).splitlines()
+    assert long_lines("\n".join(lines)) == [], lines
+    assert any(re.search(r"(^| )test `min( |$)", line) for line in lines), lines
+    assert " ".join(" ".join(lines).split()) == ("- **holds**: it levels off beyond k = 64; against gt-smollm2; "
+                                                 f"test {test}; runs 3; estimate [interval] 0.0123 [0.0101, 0.0145]")
