@@ -78,6 +78,16 @@ def test_without_a_gpu_model_passes_cost_cpu_hours_at_the_cpu_rate(tmp_path):
     assert job.gpu_h == 0 and job.cpu_h == pytest.approx((flops / Costs().cpu_flops + Costs().startup_s) / 3600)
 
 
+def test_a_token_head_s_unargmaxable_job_costs_the_larger_measured_rate_around_its_rank(tmp_path):
+    planner = _planner(tmp_path, "")
+    measured = {4: 20.0, 16: 1350.0, 64: 240.0, 576: 120.0}
+    assert Costs().token_unargmaxable_s == measured
+    for model, seconds in (("tok-svd-r4", 20.0), ("tok-learned-r8", 1350.0), ("tok-svd-r32", 1350.0),
+                           ("tok-svd-r128", 240.0), ("tok-full", 120.0)):
+        cpu_h = planner.job("unargmaxable", {"model": model}).cpu_h
+        assert cpu_h == pytest.approx((seconds + Costs().startup_s) / 3600), model
+
+
 def test_families_are_benchmark_folders_and_a_finished_run_is_read_per_family(tmp_path):
     planner = _planner(tmp_path, "")
     jobs = [Job("tbat", {"model": "bn-4"}, "results/benchmarks/tbat/bn-4.tsv"),

@@ -61,7 +61,9 @@ class Costs:
     metrics_s_per_position: float = 4.0e-5  # per decoding method at 256 bytes; x (V / 256)^0.8 for larger V
     tbat_s_per_position: float = 1.6e-3  # per decoding method at k = 4, byte track; grows ~ k^0.5
     token_tbat_s_per_position: float = 0.1  # per decoding method at k = 4 over 49,152 tokens; x (k / 4)^0.6 (0.55 at 64)
-    token_full_unargmaxable_s: float = 120.0  # SmolLM2's own head: ~70 s of search, 51 small LPs (one core)
+    token_unargmaxable_s: Mapping[int, float] = field(default_factory=lambda: {  # per head at k (one core)
+        4: 20.0, 16: 1350.0, 64: 240.0, 576: 120.0,  # 576: SmolLM2's own head, tok-full
+    })
     quality_fixed_s: float = 8.0  # MAUVE's k-means and the judge's load per job
     quality_s_per_byte: float = 3.0e-3  # per byte of sampled text: perplexity under SmolLM2, features, words
     head_fit_flops: float = 1300.0  # per (step x batch row x vocabulary entry) of fitting a learned head
@@ -298,14 +300,15 @@ class Planner:
         cost.disk_gb += self._positions(model) * methods * 12 * 8 / 1e9
 
     def _unargmaxable(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
-        """Byte heads: a second; a token head ~20 s x k / 4 (measured: 15-19 s at k = 4, about 4 minutes at k = 64;
-        above it an upper estimate: at full rank the search finds nearly every vertex); tok-full
-        `token_full_unargmaxable_s`."""
+        """Byte heads: a second; a token head at k: the measured seconds at the nearest measured ranks, the larger
+        of the two around k (not monotone: at a low rank one small LP per token, near full rank a search finds
+        nearly every vertex, in between both cost); tok-full: the largest rank measured."""
         model = wildcards["model"]
-        if model == TOKEN_REFERENCE:
-            seconds = self.costs.token_full_unargmaxable_s
-        elif is_token_model(model):
-            seconds = 20.0 * bottleneck_of(model) / 4
+        if is_token_model(model):
+            measured = self.costs.token_unargmaxable_s
+            k, ranks = (max(measured) if model == TOKEN_REFERENCE else bottleneck_of(model)), sorted(measured)
+            nearest = [m for m in ranks if m <= k][-1:] + [m for m in ranks if m >= k][:1]
+            seconds = max(measured[m] for m in nearest)
         else:
             seconds = self.costs.per_job_s["unargmaxable"]
         cost.cpu_h += seconds / 3600
