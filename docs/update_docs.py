@@ -1,7 +1,7 @@
 """Regenerate the docs' generated blocks: the config reference in docs/configuration.md (from the schema), the
 outputs in the README and docs/outputs.md (from the registry, oversmooth.workflow.outputs, on the default config),
-the rule graph in docs/dag.md (`snakemake --rulegraph mermaid-js`), docs/rulegraph.svg when Graphviz's `dot` is installed,
-and the findings in docs/results.md from the pages of a finished `make demo` and `make demo-teacher`
+the rule graph in docs/dag.md (`snakemake --rulegraph mermaid-js`), docs/rulegraph.svg when Graphviz's `dot` is
+installed, and the findings in docs/results.md from the pages of a finished `make demo` and `make demo-teacher`
 (`results/tables/findings.md`, `runs/teacher/results/tables/findings.md`) where those runs are there.
 
     python docs/update_docs.py        (or `make docs`)
