@@ -212,9 +212,7 @@ def _towards(start: np.ndarray, end: np.ndarray, radius: float) -> np.ndarray:
 
 def _strict_argmax(values: np.ndarray) -> int:
     """The argmax if it is strictly larger than every other value, else -1."""
-    j = int(np.argmax(values))
-    rest = np.delete(values, j)
-    return j if (rest < values[j]).all() else -1
+    return int(strict_argmax_of(np.array(values, dtype=np.float64)[None], 0.0)[0][0])
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -300,7 +298,12 @@ class VertexReport:
 def strict_argmax_rows(points: np.ndarray, directions: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
     """For each direction z (rows of `directions`), the row of `points` whose p . z beats every other by more than
     `tol` (-1 if none), and the best value."""
-    values = directions @ points.T  # (n, V)
+    return strict_argmax_of(directions @ points.T, tol)
+
+
+def strict_argmax_of(values: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of `values` (n, V; overwritten), the column that beats every other by more than `tol` (-1 if
+    none), and the best value."""
     rows = np.arange(len(values))
     best = values.argmax(1)
     top = values[rows, best]
@@ -403,8 +406,7 @@ def _lift_until_decided(lp: _VertexLP, i: int, points: np.ndarray, tol: float, r
             report.margins[i] = margin
             return
         scores = points @ z
-        winner, _ = strict_argmax_rows(points, z[None], tol)
-        j = int(winner[0])
+        j = int(strict_argmax_of(scores[None].copy(), tol)[0][0])
         if j == i:
             report.witnesses[i] = z
             return

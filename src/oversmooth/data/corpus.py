@@ -226,7 +226,7 @@ def source_file_keys(source: Mapping, label: str = "files") -> list[tuple[str, s
     keyed, seen = [], {}
     for pattern in source["paths"]:
         pattern = os.path.expanduser(pattern)
-        matches = sorted(glob.glob(pattern, recursive=True))
+        matches, folder = sorted(glob.glob(pattern, recursive=True)), _fixed_folder(pattern)
         if not matches:
             raise DataSourceError(f"source {label!r}: no file matches {pattern!r} (relative to {os.getcwd()})")
         for match in matches:
@@ -237,7 +237,7 @@ def source_file_keys(source: Mapping, label: str = "files") -> list[tuple[str, s
             else:
                 inside = [match]
             for path in inside:
-                key = Path(os.path.relpath(path, _fixed_folder(pattern))).as_posix()
+                key = Path(os.path.relpath(path, folder)).as_posix()
                 if key in seen:
                     raise DataSourceError(
                         f"source {label!r}: {seen[key]} and {path} would share the document id {label}:{key} (ids "
