@@ -111,7 +111,7 @@ def screened(W, p):
     u = p / 0.8
     undecided, rejected = (p <= 0.2) & (u > 1e-9), u <= 1e-9
     before = undecided.copy()
-    repaired = BATSolver(W)._screen(p, u, undecided, rejected)
+    repaired, _ = BATSolver(W)._screen(p, u, undecided, rejected)
     return np.flatnonzero(before & rejected), int(undecided.sum()), repaired
 
 
@@ -168,6 +168,63 @@ def test_a_repair_whose_pinned_tokens_leave_a_singular_system_gives_up_on_the_to
     expected, failures = bat_reject_set(p, W)
     assert any(y is None for y in singular) and result.stats["repaired"] > 0
     assert not failures and not result.failed and np.array_equal(result.rejected, expected)
+
+
+def plain_moves_then_descent(W, p, monkeypatch):
+    """The tokens the move with w = p leaves (no other move, no repair), and the solver's state after the descent
+    on them, with the q of every witness it accepted (token, q)."""
+    monkeypatch.setattr(tbat, "SCREEN_POWERS", (1.0,))
+    monkeypatch.setattr(tbat, "REPAIR_POWERS", (1.0,))
+    monkeypatch.setattr(tbat, "REPAIR_ROUNDS", 0)
+    solver, u = BATSolver(W), p / 0.8
+    witnesses, is_witness = [], solver._is_witness
+    monkeypatch.setattr(solver, "_is_witness", lambda q, support, i, b, p_i: is_witness(q, support, i, b, p_i)
+                        and not witnesses.append((i, support, q.copy())))
+    undecided, rejected = (p <= 0.2) & (u > 1e-9), u <= 1e-9
+    _, Z = solver._screen(p, u, undecided, rejected)
+    left = np.flatnonzero(undecided)
+    solver._descend(Z, np.flatnonzero(p > 0), p, u, undecided, rejected)
+    return left, undecided, rejected, witnesses
+
+
+def test_the_descents_witnesses_and_certificates_give_the_definitions_answers(monkeypatch):
+    """The dual descent settles the tokens the move left: each rejection by a q that meets every constraint
+    (checked here again), each acceptance by a certificate; the definition (one LP per token) agrees."""
+    W, p = random_instance(2500, 16, 5, scale=4.0)
+    left, undecided, rejected, witnesses = plain_moves_then_descent(W, p, monkeypatch)
+    assert len(left) == 21 and not undecided[left].any()
+    assert rejected[left].sum() == len(witnesses) == 19  # 2 accepted
+    expected, failures = bat_reject_set(p, W, tokens=left)
+    assert not failures and np.array_equal(expected[left], rejected[left])
+    A, u = np.vstack([W.T, np.ones(len(p))]), p / 0.8
+    for i, support, q_support in witnesses:
+        q = np.zeros(len(p))
+        q[support] = q_support
+        assert q[i] == 0 and q.min() >= 0 and (q - u).max() <= 0 and np.abs(A @ q - A @ p).max() < 1e-9
+
+
+def test_tokens_the_descent_cannot_settle_are_left_to_the_lps(monkeypatch):
+    # a higher rank: the smoothed descent leaves most of the tokens the move left (their optima lie near p_i)
+    W, p = random_instance(4000, 48, 2, scale=6.0)
+    left, undecided, rejected, witnesses = plain_moves_then_descent(W, p, monkeypatch)
+    assert undecided[left].sum() > 30 and len(witnesses) == rejected[left].sum() > 0
+
+
+def test_a_descent_witness_that_fails_its_check_rejects_nothing(monkeypatch):
+    monkeypatch.setattr(BATSolver, "_is_witness", lambda *args: False)  # every q (the descent's too) refused
+    W, p = random_instance(2500, 16, 5, scale=4.0)
+    left, undecided, rejected, witnesses = plain_moves_then_descent(W, p, monkeypatch)
+    assert not rejected[left].any() and undecided[left].sum() == 19 and not witnesses
+
+
+def test_the_descent_in_reject_set_gives_the_same_set_with_fewer_lps(monkeypatch):
+    # it runs where A has more rows than DESCENT_ROWS (k = 576, not 64: there it would cost what it saves)
+    W, p = random_instance(2500, 32, 3, scale=6.0)  # 10 tokens left after the repairs, all accepted
+    without = BATSolver(W).reject_set(p)
+    monkeypatch.setattr(tbat, "DESCENT_ROWS", 0)
+    descended = BATSolver(W).reject_set(p)
+    assert "descended" in descended.stats and "descended" not in without.stats
+    assert np.array_equal(descended.rejected, without.rejected) and descended.lp_solves < without.lp_solves
 
 
 def test_a_large_vocabularys_lp_frees_more_tokens_than_a_has_rows(monkeypatch):
