@@ -1,7 +1,7 @@
 # TBAT (thesis §4.1.6, appendix D) and unargmaxable classes (appendix B): exact, by linear programming. CPU rules.
 
 
-# A bottleneck's outputs over 256 bytes, or a token-track head's over its whole vocabulary.
+# A bottleneck's outputs over 256 bytes, or a token-track head's (or tok-full's) over its whole vocabulary.
 rule tbat:
     input:
         unpack(tbat_inputs),
@@ -9,7 +9,7 @@ rule tbat:
         positions=tbat_path("{model}"),
         summary=tbat_path("{model}", "summary"),
     wildcard_constraints:
-        model=pattern("bottleneck", "checkpoint", "token_head"),
+        model=pattern("bottleneck", "checkpoint", "token_head", "token_reference"),
     params:
         **library_code("tbat"),
         tbat=tbat_settings,

@@ -194,15 +194,15 @@ def test_exact_token_analyses_must_name_ranks_the_track_builds(repo, key):
         validate_config({**base, "tokens": {**base["tokens"], key: [4, 8]}})
 
 
-def test_full_in_the_unargmaxable_ranks_adds_the_source_s_own_head_and_tbat_ranks_refuse_it(repo):
+@pytest.mark.parametrize("key", ["unargmaxable_ranks", "tbat_ranks"])
+def test_full_in_the_exact_analyses_ranks_adds_the_source_s_own_head(repo, key):
     from oversmooth.workflow.outputs import token_heads_at
 
     base = load_config(repo / "config" / "config.yaml")
-    config = validate_config({**base, "tokens": {**base["tokens"], "unargmaxable_ranks": [4, "full"]}})
-    assert token_heads_at(config, "unargmaxable_ranks") == ["tok-svd-r4", "tok-learned-r4", "tok-full"]
-    for key, ranks in (("unargmaxable_ranks", [4, "whole"]), ("tbat_ranks", [4, "full"])):  # over 30 min a position
-        with pytest.raises(ConfigError, match=rf"tokens.{key}"):
-            validate_config({**base, "tokens": {**base["tokens"], key: ranks}})
+    config = validate_config({**base, "tokens": {**base["tokens"], key: [4, "full"]}})
+    assert token_heads_at(config, key) == ["tok-svd-r4", "tok-learned-r4", "tok-full"]
+    with pytest.raises(ConfigError, match=rf"tokens.{key}"):
+        validate_config({**base, "tokens": {**base["tokens"], key: [4, "whole"]}})
 
 
 @pytest.mark.parametrize("names", SHIPPED)

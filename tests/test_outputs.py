@@ -107,6 +107,12 @@ def test_rows_follow_the_thesis_tables(repo):
     assert len(e_tables) == 2 * len(config["ground_truths"]) + 2  # two per ground truth, and TBAT's E.7 and E.8
 
 
+def test_tok_full_in_the_tbat_ranks_is_a_row_of_tables_e_7_and_e_8_not_of_table_4_1(repo):
+    config = deep_update(repo_config("config.yaml"), {"tokens": {"tbat_ranks": [4, "full"]}})
+    assert output(config, "table_e_7_tokens").rows == ("tok-svd-r4", "tok-learned-r4", "tok-full")
+    assert "tok-full" not in output(config, "table_4_1_tokens").rows  # its TBAT is not one of Table 4.1's rows
+
+
 def test_every_rule_of_the_report_stage_builds_registered_outputs(repo):
     rules = defaultdict(list)
     for entry in registered_outputs(repo_config("config.yaml")):

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import scipy.optimize
 
 from oversmooth.analysis import tbat
 from oversmooth.analysis.reference import bat_reject_set
@@ -183,15 +184,16 @@ def plain_moves_then_descent(W, p, monkeypatch):
     undecided, rejected = (p <= 0.2) & (u > 1e-9), u <= 1e-9
     _, Z = solver._screen(p, u, undecided, rejected)
     left = np.flatnonzero(undecided)
-    solver._descend(Z, np.flatnonzero(p > 0), p, u, undecided, rejected)
-    return left, undecided, rejected, witnesses
+    _, directions = solver._descend(Z, np.flatnonzero(p > 0), p, u, undecided, rejected)
+    assert sorted(directions) == np.flatnonzero(undecided).tolist()  # a direction for every token it left
+    return left, undecided, rejected, witnesses, solver, directions
 
 
 def test_the_descents_witnesses_and_certificates_give_the_definitions_answers(monkeypatch):
     """The dual descent settles the tokens the move left: each rejection by a q that meets every constraint
     (checked here again), each acceptance by a certificate; the definition (one LP per token) agrees."""
     W, p = random_instance(2500, 16, 5, scale=4.0)
-    left, undecided, rejected, witnesses = plain_moves_then_descent(W, p, monkeypatch)
+    left, undecided, rejected, witnesses, *_ = plain_moves_then_descent(W, p, monkeypatch)
     assert len(left) == 21 and not undecided[left].any()
     assert rejected[left].sum() == len(witnesses) == 19  # 2 accepted
     expected, failures = bat_reject_set(p, W, tokens=left)
@@ -203,17 +205,71 @@ def test_the_descents_witnesses_and_certificates_give_the_definitions_answers(mo
         assert q[i] == 0 and q.min() >= 0 and (q - u).max() <= 0 and np.abs(A @ q - A @ p).max() < 1e-9
 
 
-def test_tokens_the_descent_cannot_settle_are_left_to_the_lps(monkeypatch):
-    # a higher rank: the smoothed descent leaves most of the tokens the move left (their optima lie near p_i)
+def test_the_polish_settles_most_tokens_the_descent_leaves_as_the_definition_does(monkeypatch):
+    # a higher rank: the smoothed descent leaves most of the tokens the move left (their optima lie near p_i); from
+    # each one's direction an LP over a part of P (interior point) settles 37 of its 40, the definition agreeing on
+    # each; the other 3 stay undecided (for the column generation's LPs)
     W, p = random_instance(4000, 48, 2, scale=6.0)
-    left, undecided, rejected, witnesses = plain_moves_then_descent(W, p, monkeypatch)
-    assert undecided[left].sum() > 30 and len(witnesses) == rejected[left].sum() > 0
+    left, undecided, rejected, witnesses, solver, directions = plain_moves_then_descent(W, p, monkeypatch)
+    assert len(directions) == 40 and len(witnesses) == rejected[left].sum() > 0
+    support, u = np.flatnonzero(p > 0), p / 0.8
+    for i in directions:
+        if undecided[i]:
+            solver._polish(i, support, directions[i], p, u, undecided, rejected)
+    polished = [i for i in directions if not undecided[i]]
+    assert len(polished) == 37 and 0 < rejected[polished].sum() < 37  # both answers among them
+    expected, failures = bat_reject_set(p, W, tokens=left)
+    settled = left[~undecided[left]]
+    assert not failures and np.array_equal(expected[settled], rejected[settled])
+
+
+@pytest.mark.parametrize("answer", ["none", "outside P"])
+def test_a_polish_whose_interior_point_fails_or_answers_outside_p_leaves_the_token_to_the_lps(monkeypatch, answer):
+    W, p = random_instance(2500, 32, 3, scale=6.0)  # 10 tokens left after the repairs
+    without = BATSolver(W).reject_set(p)
+    monkeypatch.setattr(tbat, "DESCENT_ROWS", 0)
+    monkeypatch.setattr(tbat, "DESCENT_ROUNDS", 0)  # every token left to the polish
+    calls = []  # "outside P": x = 0 (every free token at 0, q far from P) and y = 0 (no certificate)
+    monkeypatch.setattr(tbat, "interior_point", lambda A, b, c, tol: calls.append(1) or (
+        None if answer == "none" else (np.zeros(A.shape[1]), np.zeros(A.shape[0]))))
+    failed = BATSolver(W).reject_set(p)
+    assert len(calls) == 10 and failed.stats["polished"] == 0 and failed.lp_solves > 0
+    assert not failed.failed and np.array_equal(failed.rejected, without.rejected)
+
+
+def test_a_token_the_polish_leaves_gets_few_lp_rounds_where_a_is_dense_then_its_position_fails(monkeypatch):
+    monkeypatch.setattr(tbat, "FREE_COLUMNS", 4)
+    monkeypatch.setattr(tbat, "FREE_PER_ROW", 0)
+    monkeypatch.setattr(tbat, "DESCENT_ROWS", 0)  # A "dense": the descent, the polish, DENSE_PRICING_ROUNDS
+    monkeypatch.setattr(tbat, "DESCENT_ROUNDS", 0)
+    monkeypatch.setattr(tbat, "DENSE_PRICING_ROUNDS", 1)
+    monkeypatch.setattr(tbat, "interior_point", lambda *args: None)
+    W, p = random_instance(2500, 16, 5, scale=4.0)
+    result = BATSolver(W).reject_set(p)
+    assert result.failed and np.isnan(result.tbat(p)) and "undecided after 1 pricing rounds" in result.stats["status"]
+
+
+def test_interior_point_finds_a_bounded_lps_optimum_and_its_duals():
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(30, 120))
+    b, c = A @ rng.uniform(0.1, 0.9, 120), rng.normal(size=120)
+    x, y = tbat.interior_point(A, b, c, 1e-10)
+    expected = scipy.optimize.linprog(c, A_eq=A, b_eq=b, bounds=(0, 1))
+    assert abs(c @ x - expected.fun) < 1e-8 and np.abs(A @ x - b).max() < 1e-8 and x.min() >= 0 and x.max() <= 1
+    reduced = c - A.T @ y  # optimal duals: reduced costs >= 0 where x is at 0, <= 0 where at 1
+    assert (reduced[x < 1e-6] > -1e-6).all() and (reduced[x > 1 - 1e-6] < 1e-6).all()
+
+
+def test_interior_point_gives_none_for_an_infeasible_lp():
+    assert tbat.interior_point(np.ones((1, 2)), np.array([3.0]), np.zeros(2), 1e-10) is None  # x1 + x2 <= 2
+    # its iterates stop being finite (NumPy raised in the Cholesky factorisation before)
+    assert tbat.interior_point(np.array([[1.0, 1], [1, -1]]), np.array([3.0, 0.1]), np.zeros(2), 1e-10) is None
 
 
 def test_a_descent_witness_that_fails_its_check_rejects_nothing(monkeypatch):
     monkeypatch.setattr(BATSolver, "_is_witness", lambda *args: False)  # every q (the descent's too) refused
     W, p = random_instance(2500, 16, 5, scale=4.0)
-    left, undecided, rejected, witnesses = plain_moves_then_descent(W, p, monkeypatch)
+    left, undecided, rejected, witnesses, *_ = plain_moves_then_descent(W, p, monkeypatch)
     assert not rejected[left].any() and undecided[left].sum() == 19 and not witnesses
 
 

@@ -261,6 +261,31 @@ def test_tok_full_is_analysed_through_its_source_s_own_head_a_saved_transformers
     assert (row["model"], row["kind"], row["k"], row["vocabulary"]) == ("tok-full", "full", 32, len(W))
 
 
+def test_tok_full_gets_tbat_through_its_source_s_own_head_and_its_table_row_says_full(tiny_token_lm):
+    """tok-full's TBAT job: the distribution of the source's own head on states, and its W, give the definition's
+    reject sets; Tables E.7 and E.8 name its bottleneck `full`."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from oversmooth.analysis.reference import bat_reject_set
+    from oversmooth.analysis.tbat import BATSolver
+    from oversmooth.analysis.tokenheads import head_logits
+    from oversmooth.reporting.metrics_report import table_e_tbat
+    from oversmooth.workflow.tokensource import rule_token_head
+
+    head, W, k = rule_token_head(SimpleNamespace(input=_Inputs(lm=str(tiny_token_lm / "config.json")), threads=1))
+    states = torch.randn(3, k, generator=torch.Generator().manual_seed(0))
+    probs = torch.softmax(head_logits(head, states).double(), -1).numpy()
+    for p in probs:
+        result, (expected, failures) = BATSolver(W).reject_set(p), bat_reject_set(p, W)
+        assert not result.failed and not failures and np.array_equal(result.rejected, expected)
+    summaries = pd.DataFrame({"model": ["tok-svd-r4", "tok-full"], "method": "pure", "mean": [0.9, 0.1], "sd": 0.0,
+                              "ci_low": 0.0, "ci_high": 1.0, "n_failed": 0})
+    table = table_e_tbat(summaries, ["tok-svd-r4", "tok-full"], ["pure"])
+    assert table["bottleneck"].tolist() == [4, "full"] and table.iloc[1, 2] == 0.1
+
+
 def test_token_text_reads_every_token_as_transformers_decodes_it_without_torch(tiny_token_lm, tmp_path):
     from oversmooth.models.causallm import load_tokenizer
     from oversmooth.models.tokentext import token_text

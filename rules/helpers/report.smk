@@ -14,8 +14,10 @@ def tbat_tables():
 
 def tbat_models(table):
     """The models whose TBAT a metrics table shows (Table 4.1's columns, E.7, E.8): the bottlenecks, or for the
-    token track's versions its heads at `tokens.tbat_ranks`."""
-    return token_heads_at(config, "tbat_ranks") if table.endswith(TOKEN_SUFFIX) else bottleneck_models(config)
+    token track's versions its heads at `tokens.tbat_ranks` among the table's rows (tok-full: E.7, E.8 only)."""
+    if table.endswith(TOKEN_SUFFIX):
+        return [m for m in token_heads_at(config, "tbat_ranks") if m in rows_of(table)]
+    return bottleneck_models(config)
 
 
 def metrics_table_inputs(wildcards):

@@ -25,7 +25,9 @@ c = threshold / (1 - threshold), so that u = p (1 + c). Facts the solver uses:
   k = 576 it leaves about 50 of the 300.
 - The dual descent (no LP; where A has more than DESCENT_ROWS rows): an accelerated gradient method on the dual of
   min q_i (below), smoothed; certificates from its iterates, witnesses from its gradient's slopes (`_descend`). At
-  k = 576 it leaves about 4 of the 50.
+  k = 576 it leaves 4-33 of the 50-90. The polish (`_polish`) settles each of those by min q_i over a part of P
+  chosen from the descent's direction, by a dense interior-point method: at k = 576 it left none for HiGHS at the
+  positions measured (a token left gets at most DENSE_PRICING_ROUNDS rounds of LPs, then its position fails).
 - For any s in the row space of A, min over P of q_i >= L_i(s) = p.s - sum_l u_l max(s_l - [l = i], 0)
   (weak LP duality). L_i(s) > 0 proves i accepted (a certificate). Candidates for s: the least-squares direction
   K_(., i) / K_ii (the screen computes it), reweighted directions, and the dual solution of every LP solved.
@@ -54,6 +56,7 @@ from dataclasses import dataclass, field
 import highspy
 import numpy as np
 import pyarrow as pa
+import scipy.linalg
 
 from oversmooth.core.io import write_parquet
 from oversmooth.core.logs import get_logger
@@ -69,6 +72,7 @@ HEAVY_TOKENS = 1024  # the screen's first pass computes K_li for these l (larges
 EXACT_SCREEN = 4096  # undecided tokens (most probable first) whose move and direction are computed over every token
 SCREEN_VALUES = 2**23  # a block of K holds about this many values (64 MB)
 MAX_PRICING_ROUNDS = 1000  # tail vertices added for one token before the position is marked failed
+DENSE_PRICING_ROUNDS = 40  # the same where A has more than DESCENT_ROWS rows (3-7 s an LP at k = 576: ~4 minutes)
 MAX_DIRECTIONS = 256  # tokens given reweighted certificate directions (one LP over every token only)
 DIRECTION_VALUES = 2**21  # a chunk of reweighted directions holds about this many values (r x V per token), 16 MB
 SCREEN_POWERS = (1.0, 1.5, 2.0)  # the screen's moves in proportion to p^power, each for the tokens the last left
@@ -84,6 +88,9 @@ DESCENT_CHECK = 20  # its certificates and witnesses are checked every this many
 DESCENT_SMOOTHING = 0.2  # its smoothing width for token i: this times p_i (in units of s_i = 1)
 DESCENT_TAIL = 1e-7  # its iterations leave out tokens of smaller mass (its checks take every token)
 DESCENT_TOKENS = 256  # it takes at most this many undecided tokens, the most probable
+POLISH_KINKS = 1000  # a token the descent leaves gets an LP that frees these tokens nearest its direction's kinks,
+POLISH_FLOOR = 1e-6  # among those of at least this mass (besides the free tokens of the column generation's LPs)
+POLISH_ITERATIONS = 80  # the interior-point method's iterations at most
 
 
 @dataclass(frozen=True)
@@ -286,9 +293,12 @@ class BATSolver:
         result = BATResult(rejected)
         if undecided.any():
             result.stats["repaired"], Z = self._screen(p, u, undecided, rejected)
+            result.stats["screen_rejected"] = int(rejected.sum() - zero.sum())  # the repaired among them
             if Z is not None and undecided.any() and len(self.Q) > DESCENT_ROWS:
-                result.stats["descended"] = self._descend(Z, np.flatnonzero(p > 0), p, u, undecided, rejected)
-        result.stats["screen_rejected"] = int(rejected.sum() - zero.sum())  # the repaired among them
+                support = np.flatnonzero(p > 0)
+                result.stats["descended"], directions = self._descend(Z, support, p, u, undecided, rejected)
+                result.stats["polished"] = sum(self._polish(i, support, directions[i], p, u, undecided, rejected)
+                                               for i in sorted(directions, key=lambda i: -p[i]) if undecided[i])
         if not undecided.any():
             return result
         lp = self._position_lp(p, u, undecided)
@@ -317,10 +327,14 @@ class BATSolver:
         """The model's LP over every token, or over a large vocabulary one over the undecided and most probable."""
         if self.highs is not None:
             return PositionLP(self.highs, self.Q, p, u, np.arange(self.V), self.settings)
+        free = self._position_lp_free(p, undecided)
+        return PositionLP(self._build_lp(free, convexity=True), self.Q, p, u, free, self.settings)
+
+    def _position_lp_free(self, p: np.ndarray, undecided: np.ndarray) -> np.ndarray:
+        """A large vocabulary's free tokens: the undecided and the most probable (sorted)."""
         free, n_free = undecided.copy(), min(self.V - 1, max(FREE_COLUMNS, FREE_PER_ROW * self.Q.shape[0]))
         free[np.argpartition(-p, n_free)[:n_free]] = True
-        free = np.flatnonzero(free)
-        return PositionLP(self._build_lp(free, convexity=True), self.Q, p, u, free, self.settings)
+        return np.flatnonzero(free)
 
     def _settle(self, q: np.ndarray, s: np.ndarray, p, u, undecided: np.ndarray, rejected: np.ndarray) -> bool:
         """Reject the undecided tokens that vertex q zeroes, accept those that direction s certifies (in place);
@@ -336,7 +350,8 @@ class BATSolver:
         the LP failed."""
         cost = np.zeros(self.V)
         cost[i] = 1.0
-        for _ in range(MAX_PRICING_ROUNDS):
+        rounds = MAX_PRICING_ROUNDS if len(self.Q) <= DESCENT_ROWS else DENSE_PRICING_ROUNDS
+        for _ in range(rounds):
             found = lp.solve(cost, result)
             if found is None:
                 return False
@@ -347,7 +362,7 @@ class BATSolver:
                 undecided[i] = False
                 return True
         result.failed = True
-        result.stats["status"] = f"token {i} undecided after {MAX_PRICING_ROUNDS} pricing rounds"
+        result.stats["status"] = f"token {i} undecided after {rounds} pricing rounds"
         return False
 
     def _screen(self, p: np.ndarray, u: np.ndarray, undecided: np.ndarray,
@@ -399,9 +414,10 @@ class BATSolver:
         return repaired, repair_Z.get(1.0)
 
     def _descend(self, Z: np.ndarray, support: np.ndarray, p: np.ndarray, u: np.ndarray, undecided: np.ndarray,
-                 rejected: np.ndarray) -> int:
+                 rejected: np.ndarray) -> tuple[int, dict[int, np.ndarray]]:
         """Settle undecided tokens by a descent on the dual (in place): certificates and witnesses, each checked
-        over every token; how many it rejected.
+        over every token; how many it rejected, and for each token it took and left its last direction s (on the
+        support).
 
         Token i is accepted iff some s in A's row space with s_i = 1 has f_i(s) = sum over l != i of
         p_l max(-s_l, c s_l) < p_i (L_i of `dual_bounds`). With s = Z^T z (Z diag(p) Z^T = I: the screen's Z for
@@ -411,7 +427,7 @@ class BATSolver:
         point. Z (p x) = nu Z_i + g; x - Z^T g meets Z (p x) = nu Z_i exactly, scaled by kappa <= 1 into [-1, c],
         so that sum_l p_l x_l A_l = lam A_i with lam = kappa nu. Where lam >= (1 + c) p_i, gamma = lam - p_i x_i
         >= p_i and q_l = p_l (1 + x_l p_i / gamma) (q_i = 0) is a witness. The smoothing leaves a gap: tokens
-        whose optimum lies within a few percent of p_i are left to the LPs."""
+        whose optimum lies within a few percent of p_i are left (to `_polish`)."""
         tokens = np.flatnonzero(undecided)
         tokens = np.sort(tokens[np.argsort(-p[tokens], kind="stable")][:DESCENT_TOKENS])
         c = self.settings.threshold / (1 - self.settings.threshold)
@@ -455,7 +471,44 @@ class BATSolver:
             active &= undecided[tokens]
             if not active.any():
                 break
-        return found
+        left = np.flatnonzero(undecided[tokens])
+        return found, dict(zip(tokens[left].tolist(), x[:, left].T @ Z))
+
+    def _polish(self, i: int, support: np.ndarray, s: np.ndarray, p: np.ndarray, u: np.ndarray,
+                undecided: np.ndarray, rejected: np.ndarray) -> bool:
+        """Settle token i by min q_i over a part of P (in place), from the descent's direction s: the column
+        generation's free tokens and the POLISH_KINKS tokens of mass >= POLISH_FLOOR with the smallest |s_l| move
+        freely, every other token (the tail) only as q_T = p_T + theta (v - p_T), theta in [0, 1], v the vertex
+        of the tail's box that s's signs ask for (u_l where s_l > 0). Near the optimum s's signs are the optimum's
+        away from its kinks, so this LP's optimum is mostly P's. Solved by `interior_point` (dense, r rows);
+        its q, checked against P, rejects the tokens it zeroes, its dual s' accepts those it certifies
+        (`_settle`). Whether i was settled; if not, the column generation's LPs take it."""
+        kinks = support[p[support] >= POLISH_FLOOR]
+        kinks = kinks[np.argsort(np.abs(s[np.searchsorted(support, kinks)]), kind="stable")[:POLISH_KINKS]]
+        free = np.zeros(self.V, dtype=bool)
+        free[self._position_lp_free(p, undecided)] = True
+        free[kinks] = free[i] = True
+        free = np.flatnonzero(free)
+        tail = np.ones(self.V, dtype=bool)
+        tail[free] = False
+        at_top = np.zeros(self.V, dtype=bool)
+        at_top[support] = s > 0
+        move = np.where(tail & at_top, u, 0.0) - p
+        move[~tail] = 0.0
+        # the free tokens scaled to [0, 1] (q_l = u_l x_l), theta last
+        A = np.hstack([self.Q[:, free] * u[free], (self.Q @ move)[:, None]])
+        cost = np.zeros(len(free) + 1)
+        cost[np.searchsorted(free, i)] = 1.0
+        solution = interior_point(A, self.Q[:, free] @ p[free], cost, self.settings.feasibility_tol * 1e-1)
+        if solution is None:
+            return False
+        x, y = solution
+        q = p + x[-1] * move
+        q[free] = x[:-1] * u[free]
+        tol = 10 * self.settings.feasibility_tol  # as an LP's answer (PositionLP._witness)
+        in_p = np.abs(self.Q @ q - self.Q @ p).max() <= tol and q.min() >= -tol and (q - u).max() <= tol
+        self._settle(q if in_p else np.ones(self.V), self.Q.T @ y, p, u, undecided, rejected)
+        return not undecided[i]
 
     def _repair(self, Z: np.ndarray, support: np.ndarray, w: np.ndarray, p: np.ndarray, u: np.ndarray,
                 tokens: np.ndarray, undecided: np.ndarray, rejected: np.ndarray) -> int:
@@ -586,6 +639,56 @@ class BATSolver:
             cost = np.where(S > 0, u - p, p)
             weights = np.maximum(cost, 1e-300) / np.maximum(np.abs(S), 1e-6)
         return np.concatenate(directions)
+
+
+def interior_point(A: np.ndarray, b: np.ndarray, c: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """min c.x subject to A x = b, 0 <= x <= 1, by Mehrotra's predictor-corrector (dense normal equations): x and
+    the row duals y (c - A^T y the reduced costs), or None where it does not converge in POLISH_ITERATIONS or the
+    normal equations are singular, or its iterates are not finite (an infeasible LP). Converged: residuals below tol
+    relative to b and c, complementarity below tol / 100."""
+    n = A.shape[1]
+    x, w, z, v, y = np.full(n, 0.5), np.full(n, 0.5), np.ones(n), np.ones(n), np.zeros(A.shape[0])
+    b_scale, c_scale = 1 + np.abs(b).max(), 1 + np.abs(c).max()
+    with np.errstate(all="ignore"):  # an infeasible LP drives x or w to 0: its iterates stop being finite
+        for _ in range(POLISH_ITERATIONS):
+            primal, dual = b - A @ x, c - A.T @ y - z + v
+            mu = (x @ z + w @ v) / (2 * n)
+            if np.abs(primal).max() <= tol * b_scale and np.abs(dual).max() <= tol * c_scale and mu <= tol / 100:
+                return x, y
+            D = 1 / (z / x + v / w)
+            normal = (A * D) @ A.T
+            normal[np.diag_indices_from(normal)] += 1e-14 * np.trace(normal) / len(normal)
+            try:
+                factor = scipy.linalg.cho_factor(normal)
+            except (np.linalg.LinAlgError, ValueError):  # singular, or not finite
+                return None
+
+            def newton(rxz, rwv):
+                rho = rxz / x - rwv / w - dual
+                dy = scipy.linalg.cho_solve(factor, primal - A @ (D * rho), check_finite=False)
+                dx = D * (A.T @ dy + rho)
+                return dx, dy, (rxz - z * dx) / x, (rwv + v * dx) / w
+
+            def step_lengths(dx, dz, dv):
+                return min(1.0, _step_to_bound(x, dx), _step_to_bound(w, -dx)), min(1.0, _step_to_bound(z, dz),
+                                                                                      _step_to_bound(v, dv))
+
+            dx, dy, dz, dv = newton(-x * z, -w * v)  # the affine step
+            ap, ad = step_lengths(dx, dz, dv)
+            mu_affine = ((x + ap * dx) @ (z + ad * dz) + (w - ap * dx) @ (v + ad * dv)) / (2 * n)
+            sigma = (mu_affine / mu) ** 3
+            dx, dy, dz, dv = newton(sigma * mu - x * z - dx * dz, sigma * mu - w * v + dx * dv)
+            ap, ad = (0.995 * a for a in step_lengths(dx, dz, dv))
+            x, w, y, z, v = x + ap * dx, w - ap * dx, y + ad * dy, z + ad * dz, v + ad * dv
+            if not all(np.isfinite(a).all() for a in (x, w, y, z, v)):
+                return None
+    return None
+
+
+def _step_to_bound(a: np.ndarray, da: np.ndarray) -> float:
+    """The largest step t with a + t da >= 0 (a > 0), inf where da >= 0."""
+    falling = da < 0
+    return float((-a[falling] / da[falling]).min()) if falling.any() else np.inf
 
 
 def _kink_slopes(s: np.ndarray, mu: np.ndarray, c: float) -> np.ndarray:

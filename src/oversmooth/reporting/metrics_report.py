@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from oversmooth.core.catalog import bottleneck_of
+from oversmooth.core.catalog import TOKEN_REFERENCE, bottleneck_of
 from oversmooth.core.io import read_parquet
 from oversmooth.core.labels import METHOD_LABELS, METRIC_LABELS
 from oversmooth.extraction.logit_tables import iter_logits
@@ -104,10 +104,11 @@ def table_6_1(summary: pd.DataFrame, models: Sequence[str], methods: Sequence[st
 
 
 def table_e_tbat(tbat: pd.DataFrame, models: Sequence[str], methods: Sequence[str]) -> pd.DataFrame:
-    """TBAT per bottleneck and method: mean, sd, CI, solver failures (thesis E.7, E.8)."""
+    """TBAT per bottleneck and method: mean, sd, CI, solver failures (thesis E.7, E.8); tok-full's bottleneck is
+    `full`."""
     rows = []
     for model in models:
-        row = {"bottleneck": bottleneck_of(model), "model": model}
+        row = {"bottleneck": "full" if model == TOKEN_REFERENCE else bottleneck_of(model), "model": model}
         for method in methods:
             cell = tbat[(tbat["model"] == model) & (tbat["method"] == method)]
             for stat in (*STATS, "n_failed"):

@@ -60,7 +60,9 @@ class Costs:
     marginal_gpu_speedup: float = 20.0  # the same search with the LM on a GPU (batched LM calls): an assumption
     metrics_s_per_position: float = 4.0e-5  # per decoding method at 256 bytes; x (V / 256)^0.8 for larger V
     tbat_s_per_position: float = 1.6e-3  # per decoding method at k = 4, byte track; grows ~ k^0.5
-    token_tbat_s_per_position: float = 0.1  # per decoding method at k = 4 over 49,152 tokens; x (k / 4)^0.6 (0.55 at 64)
+    token_tbat_s: Mapping[int, float] = field(default_factory=lambda: {  # per position and method at k (one core,
+        4: 0.3, 64: 1.6, 128: 4.0, 256: 12.5, 512: 40.0, 576: 50.0,  # pure sampling, the slowest; 576: tok-full)
+    })
     token_unargmaxable_s: Mapping[int, float] = field(default_factory=lambda: {  # per head at k (one core)
         4: 20.0, 16: 1350.0, 64: 240.0, 576: 120.0,  # 576: SmolLM2's own head, tok-full
     })
@@ -305,10 +307,7 @@ class Planner:
         nearly every vertex, in between both cost); tok-full: the largest rank measured."""
         model = wildcards["model"]
         if is_token_model(model):
-            measured = self.costs.token_unargmaxable_s
-            k, ranks = (max(measured) if model == TOKEN_REFERENCE else bottleneck_of(model)), sorted(measured)
-            nearest = [m for m in ranks if m <= k][-1:] + [m for m in ranks if m >= k][:1]
-            seconds = max(measured[m] for m in nearest)
+            seconds = _measured_around(self.costs.token_unargmaxable_s, model)
         else:
             seconds = self.costs.per_job_s["unargmaxable"]
         cost.cpu_h += seconds / 3600
@@ -316,9 +315,8 @@ class Planner:
     def _tbat(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
         model = wildcards["model"]
         methods = len(self.config["decoding"]["methods"])
-        if is_token_model(model):
-            seconds = (self.config["tokens"]["tbat_positions"] * methods * self.costs.token_tbat_s_per_position
-                       * (bottleneck_of(model) / 4) ** 0.6)
+        if is_token_model(model):  # every method at pure sampling's rate (greedy and top-k need no LP)
+            seconds = self.config["tokens"]["tbat_positions"] * methods * _measured_around(self.costs.token_tbat_s, model)
         else:
             k = bottleneck_of(model) if not model.startswith("gt-") else 256
             seconds = self.config["tbat"]["positions"] * methods * self.costs.tbat_s_per_position * math.sqrt(k / 4)
@@ -351,6 +349,14 @@ class Planner:
 # jobs without a benchmark (small CPU jobs, tables and figures) are grouped here.
 UNBENCHMARKED = {"checkpoint_model": "train", "svd_model": "rank", "convert_smollm2": "data",
                  "select_prompts": "data", "token_prompts": "data"}
+
+
+def _measured_around(measured: Mapping[int, float], model: str) -> float:
+    """A token head's rate at its k from the rates measured at some ranks: the larger of the two measured around k
+    (neither cost is monotone in k everywhere); tok-full's, the largest rank's."""
+    ranks = sorted(measured)
+    k = ranks[-1] if model == TOKEN_REFERENCE else bottleneck_of(model)
+    return max(measured[m] for m in [m for m in ranks if m <= k][-1:] + [m for m in ranks if m >= k][:1])
 
 
 def family_of(job: Job) -> str:
