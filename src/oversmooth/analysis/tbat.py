@@ -199,10 +199,7 @@ class PositionLP:
         for theta, at_top in zip(values[n:], self.vertices):
             if theta > 0:
                 q[self.tail] += theta * (np.where(at_top, self.u, 0.0) - self.p)[self.tail]
-        tol = 10 * self.settings.feasibility_tol
-        if np.abs(self.Q @ q - self.b).max() > tol or (q < -tol).any() or (q > self.u + tol).any():
-            return None
-        return q
+        return q if _in_polytope(self.Q, q, self.b, self.u, 10 * self.settings.feasibility_tol) else None
 
     def price(self, s: np.ndarray) -> bool:
         """Add the tail vertex with the most negative reduced cost under dual s (every tail token at the bound its
@@ -505,8 +502,7 @@ class BATSolver:
         x, y = solution
         q = p + x[-1] * move
         q[free] = x[:-1] * u[free]
-        tol = 10 * self.settings.feasibility_tol  # as an LP's answer (PositionLP._witness)
-        in_p = np.abs(self.Q @ q - self.Q @ p).max() <= tol and q.min() >= -tol and (q - u).max() <= tol
+        in_p = _in_polytope(self.Q, q, self.Q @ p, u, 10 * self.settings.feasibility_tol)  # as an LP's answer
         self._settle(q if in_p else np.ones(self.V), self.Q.T @ y, p, u, undecided, rejected)
         return not undecided[i]
 
@@ -683,6 +679,11 @@ def interior_point(A: np.ndarray, b: np.ndarray, c: np.ndarray, tol: float) -> t
             if not all(np.isfinite(a).all() for a in (x, w, y, z, v)):
                 return None
     return None
+
+
+def _in_polytope(Q: np.ndarray, q: np.ndarray, b: np.ndarray, u: np.ndarray, tol: float) -> bool:
+    """Whether q meets Q q = b and 0 <= q <= u, each to tol (an LP's answer, checked over every token)."""
+    return bool(np.abs(Q @ q - b).max() <= tol and q.min() >= -tol and (q - u).max() <= tol)
 
 
 def _step_to_bound(a: np.ndarray, da: np.ndarray) -> float:
