@@ -8,7 +8,9 @@ import pytest
 
 from oversmooth.core.logs import JobStopped, log_to_file
 
-# A job that holds a half-written atomic output when the signal arrives.
+# A job that holds a half-written atomic output when the signal arrives. It works in short steps, as a job does:
+# the kernel may hand SIGTERM to another thread (OpenBLAS's, jemalloc's), and Python runs the handler only when the
+# main thread next executes bytecode, so one long time.sleep would hold the stop back for its whole length.
 JOB = """
 import sys, time
 from oversmooth.core.io import atomic_path
@@ -17,7 +19,8 @@ with log_to_file(sys.argv[1]):
     with atomic_path(sys.argv[2]) as tmp:
         tmp.write_text("half")
         print("ready", flush=True)
-        time.sleep(60)
+        for _ in range(600):
+            time.sleep(0.1)
 """
 
 
