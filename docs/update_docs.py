@@ -2,7 +2,8 @@
 outputs in the README and docs/outputs.md (from the registry, oversmooth.workflow.outputs, on the default config),
 the rule graph in docs/dag.md (`snakemake --rulegraph mermaid-js`), docs/rulegraph.svg when Graphviz's `dot` is
 installed, and the findings in docs/results.md from the pages of a finished `make demo` and `make demo-teacher`
-(`results/tables/findings.md`, `runs/teacher/results/tables/findings.md`) where those runs are there.
+(`results/tables/findings.md` and `token_findings.md`, `runs/teacher/results/tables/findings.md`) where those runs
+are there.
 
     python docs/update_docs.py        (or `make docs`)
 """
@@ -107,9 +108,13 @@ def main() -> None:
     DAG.write_text(replace_block(DAG.read_text(), RULEGRAPH_BEGIN, RULEGRAPH_END, mermaid_block()))
     results = RESULTS.read_text()
     for run, folder in FINDINGS_RUNS.items():
-        page = folder / "tables" / "findings.md"
+        page, tokens = folder / "tables" / "findings.md", folder / "tables" / "token_findings.md"
         if page.exists():
-            results = replace_block(results, *findings_block(run, page.read_text()))
+            text = page.read_text()
+            if tokens.exists():  # the token track's, after the byte track's
+                text += (f"\n\n**The token track** (`results/tables/{tokens.name}`): "
+                         + tokens.read_text().split("\n", 1)[1].strip())
+            results = replace_block(results, *findings_block(run, text))
         else:
             print(f"{page} not found (run `make demo`/`make demo-teacher`): its findings left as they are",
                   file=sys.stderr)

@@ -5,6 +5,7 @@
 localrules:
     all,
     findings,
+    token_findings,
     table_3_1,
     training_figure,
     metrics_table,
@@ -13,6 +14,7 @@ localrules:
     figure_4_3,
     figure_token_heads,
     figure_token_quality,
+    figure_token_bottleneck,
     table_b,
     table_i_1,
     quality_table,
@@ -173,6 +175,21 @@ rule figure_token_quality:
         "../envs/report.yaml"
     script:
         "../workflow/scripts/figure_token_quality.py"
+
+
+rule figure_token_bottleneck:
+    input:
+        unpack(token_analysis_tables),
+    output:
+        **output_files("figure_token_bottleneck"),
+    params:
+        **library_code("figure_token_bottleneck"),
+    log:
+        log_path("report", "figure_token_bottleneck"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/figure_token_bottleneck.py"
 
 
 rule table_b:
@@ -388,3 +405,20 @@ rule findings:
         "../envs/report.yaml"
     script:
         "../workflow/scripts/findings.py"
+
+
+rule token_findings:
+    input:
+        unpack(token_analysis_tables),
+    output:
+        table=output_files("table_token_findings"),
+        page=output_files("token_findings"),
+    params:
+        **library_code("token_findings"),
+        confidence=config["metrics"]["confidence"],
+    log:
+        log_path("report", "table_token_findings"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/token_findings.py"

@@ -22,6 +22,7 @@ from oversmooth.reporting.findings import (
     oversmoothing_findings,
     quality_findings,
     svd_findings,
+    token_findings,
     verdict,
     z_of,
 )
@@ -236,6 +237,66 @@ def test_at_matched_loss_the_narrowest_against_the_widest_at_every_loss():
     assert loss_matched_findings(loss_matched([(2.0, {"bn-32": (0.1, 0.05, 0.15)})]), 0.95) == []
 
 
+def token_tables(pure: dict, top_p: dict, unargmaxable: int | None, failed: int = 0, duplicated: int = 0):
+    """The token track's Tables E.7 (pure), E.8 (top-p) and B: model -> (TBAT mean, ci_low, ci_high); the full
+    head's unargmaxable count, its duplicated rows among them (None: no Table B row for it)."""
+    def tbat(cells, label):
+        return pd.DataFrame([{"model": m, f"{label} mean": c[0], f"{label} ci_low": c[1], f"{label} ci_high": c[2]}
+                             for m, c in cells.items()])
+
+    table_b = None if unargmaxable is None else pd.DataFrame(
+        [{"model": "tok-full", "kind": "full", "k": 576, "vocabulary": 49152, "n_unargmaxable": unargmaxable,
+          "n_duplicated": duplicated, "n_failed": failed}])
+    return tbat(pure, "Pure"), tbat(top_p, "Top-P"), table_b
+
+
+def test_a_real_lm_s_tbat_falls_from_each_kind_s_narrowest_head_to_the_full_head_where_it_is_analysed():
+    pure = {"tok-svd-r4": (0.9, 0.8, 1.0), "tok-learned-r4": (0.7, 0.6, 0.8), "tok-svd-r64": (0.5, 0.4, 0.6),
+            "tok-learned-r64": (float("nan"),) * 3, "tok-full": (0.3, 0.25, 0.35)}
+    rows = token_findings(*token_tables(pure, {}, None), 0.95)
+    falls = [r for r in rows if r["id"] == "token_tbat_falls_with_rank"]
+    assert [r["test"] for r in falls] == ["TBAT(tok-svd-r4) - TBAT(tok-full) > 0 (pure)",
+                                          "TBAT(tok-learned-r4) - TBAT(tok-full) > 0 (pure)"]
+    half = math.sqrt(0.1 ** 2 + 0.05 ** 2)  # each term's half-width, combined independently
+    assert (falls[0]["estimate"], falls[0]["ci_low"], falls[0]["ci_high"]) == pytest.approx((0.6, 0.6 - half,
+                                                                                               0.6 + half))
+    assert falls[0]["verdict"] == HOLDS and falls[0]["runs"] == 1
+    top_p = {"tok-svd-r64": (0.1, 0.05, 0.15), "tok-full": (float("nan"),) * 3}  # the full head's top-p not computed
+    (truncated,) = [r for r in token_findings(*token_tables(pure, top_p, None), 0.95)
+                    if r["id"] == "token_top_p_removes_tbat"]
+    assert truncated["test"].startswith("TBAT(tok-svd-r64) - 2 TBAT(top-p | tok-svd-r64)")  # the widest head with both
+    without_full = token_findings(*token_tables({m: c for m, c in pure.items() if m != "tok-full"}, {}, None), 0.95)
+    assert [r["test"] for r in without_full] == ["TBAT(tok-svd-r4) - TBAT(tok-svd-r64) > 0 (pure)"]  # learned: one k
+
+
+def test_top_p_removes_most_of_the_full_head_s_bat_rejected_mass_only_beyond_half_of_it():
+    pure = {"tok-svd-r4": (0.9, 0.8, 1.0), "tok-full": (0.3, 0.2, 0.4)}
+    row = next(r for r in token_findings(*token_tables(pure, {"tok-full": (0.1, 0.05, 0.15)}, None), 0.95)
+               if r["id"] == "token_top_p_removes_tbat")
+    half = math.sqrt(0.1 ** 2 + (2 * 0.05) ** 2)  # top-p's term enters twice
+    assert row["test"] == "TBAT(tok-full) - 2 TBAT(top-p | tok-full) > 0 (pure against top-p)"
+    assert (row["estimate"], row["ci_low"], row["ci_high"]) == pytest.approx((0.1, 0.1 - half, 0.1 + half))
+    assert row["verdict"] == UNDECIDED  # a third of it left: more than half removed, but not decidedly
+    narrow = {"tok-svd-r4": (0.9, 0.8, 1.0), "tok-full": (0.3, 0.29, 0.31)}
+    row = next(r for r in token_findings(*token_tables(narrow, {"tok-full": (0.2, 0.19, 0.21)}, None), 0.95)
+               if r["id"] == "token_top_p_removes_tbat")
+    assert row["verdict"] == FAILS and row["estimate"] == pytest.approx(-0.1)
+
+
+@pytest.mark.parametrize("count, duplicated, failed, expected", [
+    (3, 0, 0, HOLDS), (0, 0, 0, FAILS), (0, 0, 2, UNDECIDED), (1, 0, 2, HOLDS),
+    (15, 15, 0, FAILS),  # SmolLM2's full head: its 15 duplicated rows only, each kept from the argmax by a tie
+    (17, 15, 0, HOLDS)])
+def test_whether_the_full_head_has_unargmaxable_tokens_is_its_exact_count_besides_its_duplicates(count, duplicated,
+                                                                                                  failed, expected):
+    (row,) = token_findings(None, None, token_tables({}, {}, count, failed, duplicated)[2], 0.95)
+    assert row["id"] == "full_head_unargmaxable" and row["verdict"] == expected
+    certified = count - duplicated
+    assert (row["estimate"], row["ci_low"], row["ci_high"]) == (certified, certified, certified)
+    assert f"{certified} of 49152 tokens unargmaxable besides {duplicated} duplicated rows, {failed} undecided" \
+        in row["evidence"]
+
+
 def every_kind_of_finding():
     """One row of each claim, from the made-up tables above, holding and failing."""
     rows = []
@@ -246,13 +307,20 @@ def every_kind_of_finding():
     cells, top = greedy_cells()
     rows += greedy_findings({"gt-x": [e_table(cells), e_table(top)]}, 0.95)
     table = loss_matched([(2.5, {"bn-4": (0.5, 0.4, 0.6), "bn-32": (0.1, 0.05, 0.15)})])
+    rows += token_findings(*token_tables({"tok-svd-r4": (0.9, 0.8, 1.0), "tok-full": (0.3, 0.25, 0.35)},
+                                         {"tok-full": (0.1, 0.05, 0.15)}, unargmaxable=0), 0.95)
+    rows += token_findings(*token_tables({"tok-svd-r4": (0.2, 0.1, 0.3), "tok-svd-r64": (0.6, 0.5, 0.7)},
+                                         {"tok-svd-r64": (0.01, 0.0, 0.02)}, unargmaxable=None), 0.95)
     return rows + loss_matched_findings(table, 0.95)
 
 
 def test_every_test_reads_estimate_above_zero_so_the_estimate_s_sign_is_the_test_s():
     rows = every_kind_of_finding()
     assert {r["id"] for r in rows} >= {"tto_falls_with_k", "tto_levels_off", "full_rank_oversmooths", "nsmd_below_tto",
-                                       "tbat_falls_with_k", "greedy_lowest_nsmd", "matched_loss_tbat"}
+                                       "tbat_falls_with_k", "greedy_lowest_nsmd", "matched_loss_tbat",
+                                       "token_tbat_falls_with_rank", "token_top_p_removes_tbat",
+                                       "full_head_unargmaxable"}
+    assert {r["verdict"] for r in rows if r["id"].startswith("token_")} == {HOLDS, FAILS, UNDECIDED}
     for row in rows:
         # "<the estimated quantity> > 0" (or >= 0): never a test whose estimate is the negative of what it compares
         assert re.search(r" >=? 0( |$)", row["test"]) and not re.search(r" <=? 0( |$)", row["test"]), row["test"]

@@ -1,10 +1,12 @@
 """Oversmoothing tables pivot the per-pair summaries into the thesis's layouts; byte names as in appendix A."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from oversmooth.analysis.metrics import METRICS
 from oversmooth.data.bytenames import byte_name
+from oversmooth.reporting.argmax_report import token_bottleneck_points
 from oversmooth.reporting.metrics_report import (
     table_4_1,
     table_4_2,
@@ -13,6 +15,7 @@ from oversmooth.reporting.metrics_report import (
     table_e_tbat,
     table_f_1,
 )
+from oversmooth.reporting.figures import figure_token_bottleneck
 from oversmooth.workflow.outputs import e_table_names, tbat_table_names
 
 MODELS = ["bn-4", "bn-16"]
@@ -105,3 +108,33 @@ def test_byte_names_follow_appendix_a():
     assert len({byte_name(b) for b in range(256)}) == 256
     with pytest.raises(ValueError):
         byte_name(256)
+
+
+def test_the_token_bottleneck_figure_puts_the_full_head_last_at_its_hidden_size_and_skips_heads_without_tbat():
+    def tbat(label, cells):
+        return pd.DataFrame([{"model": m, f"{label} mean": c, f"{label} ci_low": c - 0.1, f"{label} ci_high": c + 0.1}
+                             for m, c in cells.items()])
+
+    pure = tbat("Pure", {"tok-svd-r4": 0.9, "tok-learned-r4": 0.8, "tok-svd-r64": 0.5, "tok-learned-r64": np.nan,
+                         "tok-full": 0.3})
+    top_p = tbat("Top-P", {"tok-svd-r4": 0.7, "tok-learned-r4": 0.6, "tok-svd-r64": 0.2, "tok-learned-r64": np.nan,
+                           "tok-full": 0.1})
+    table_b = pd.DataFrame([{"model": m, "kind": kind, "k": k, "vocabulary": 100, "n_unargmaxable": n}
+                            for m, kind, k, n in (("tok-svd-r4", "svd", 4, 97), ("tok-full", "full", 576, 0))])
+    points = token_bottleneck_points(pure, top_p, table_b)
+    tbat_points = points[points["panel"] == "tbat"]
+    assert len(tbat_points) == 8  # tok-learned-r64's TBAT was not computed: no point for it
+    assert set(tbat_points.loc[tbat_points["kind"] == "full", "k"]) == {576}
+    share = points[points["panel"] == "unargmaxable"].set_index("kind")["mean"]
+    assert share.to_dict() == {"svd": 0.97, "full": 0.0}
+    fig = figure_token_bottleneck(points)
+    tbat_axis, share_axis = fig.axes
+    stars = [line for line in tbat_axis.lines if line.get_marker() == "*"]
+    assert [list(s.get_xdata()) for s in stars] == [[128], [128]]  # pure, top-p: one step beyond the widest head
+    assert [t.get_text() for t in tbat_axis.get_xticklabels()] == ["4", "64", "full\n(576)"]  # named by its size
+    without_b = token_bottleneck_points(pure, None, None)
+    assert set(without_b["line"]) == {"pure"} and without_b.loc[without_b["kind"] == "full", "k"].isna().all()
+    axis = figure_token_bottleneck(without_b).axes[0]
+    assert [t.get_text() for t in axis.get_xticklabels()] == ["4", "64", "full"]  # no hidden size made up
+    heads_only = token_bottleneck_points(pure[pure["model"] != "tok-full"], None, None)
+    assert [t.get_text() for t in figure_token_bottleneck(heads_only).axes[0].get_xticklabels()] == ["4", "64"]

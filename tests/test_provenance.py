@@ -11,8 +11,8 @@ from oversmooth.core.provenance import code_fingerprint, imported_modules, libra
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
 FIGURE_SCRIPTS = {"figure_4_2", "figure_4_3", "figure_5_1", "figure_token_heads", "figure_token_quality",
-                  "position_figure", "training_figure", "figure_godey_anisotropy", "figure_godey_rank_loss",
-                  "figure_loss_matched"}
+                  "figure_token_bottleneck", "position_figure", "training_figure", "figure_godey_anisotropy",
+                  "figure_godey_rank_loss", "figure_loss_matched"}
 
 MODULE = '''"""A module."""
 
@@ -107,7 +107,7 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
     # a teacher's language: sampling the teacher, scoring samples by it, the findings from the tables
     ("teacher", {"teacher_corpus"}),
     ("truth", {"quality"}),
-    ("findings", {"findings"}),
+    ("findings", {"findings", "token_findings"}),
 ])
 def test_analysis_code_is_run_by_the_scripts_that_use_it_only(module, scripts):
     assert scripts_running(module) == scripts
@@ -132,7 +132,7 @@ def test_analysis_jobs_do_not_run_plotting_training_or_corpus_code():
 # own branch, to run the head) and the table and figure jobs: torch costs each ~1 CPU-s to import
 TORCH_FREE_SCRIPTS = FIGURE_SCRIPTS | {
     "metrics_table", "quality_table", "sample_table", "table_3_1", "loss_matched", "table_7_3", "table_godey_anisotropy",
-    "table_i_1", "table_b", "findings", "oversmoothing_metrics", "tbat", "time_metrics"}
+    "table_i_1", "table_b", "findings", "token_findings", "oversmoothing_metrics", "tbat", "time_metrics"}
 
 
 def script_imports(path: Path, nested: bool = False) -> str:

@@ -52,7 +52,7 @@ def test_dry_run_lists_every_rule(smoke_run):
         "anisotropy", "table_godey_anisotropy", "figure_godey_anisotropy", "rank_constrained_head",
         "figure_godey_rank_loss", "checkpoint_model", "loss_matched", "figure_loss_matched",
         "token_states", "token_head", "figure_token_heads", "token_prompts", "figure_token_quality", "findings",
-        "all",
+        "figure_token_bottleneck", "token_findings", "all",
     }
     assert planned_rules(dry_output) == expected
 
@@ -118,7 +118,7 @@ def test_changing_a_prompt_setting_reruns_the_prompts_and_their_readers_not_trai
         "position_figure", "figure_4_2", "figure_4_3", "tbat", "time_metrics", "table_i_1",
         "sample", "quality", "quality_table", "sample_table", "figure_5_1", "effective_rank", "table_7_3",
         "anisotropy", "table_godey_anisotropy", "figure_godey_anisotropy", "loss_matched", "figure_loss_matched",
-        "token_states", "figure_token_heads", "findings",
+        "token_states", "figure_token_heads", "figure_token_bottleneck", "findings", "token_findings",
         "all",
     }
 
@@ -226,8 +226,8 @@ def repository_copy(tmp_path):
 
 
 FIGURE_RULES = {"figure_4_2", "figure_4_3", "figure_5_1", "figure_token_heads", "figure_token_quality",
-                "position_figure", "training_figure", "figure_godey_anisotropy", "figure_godey_rank_loss",
-                "figure_loss_matched"}
+                "figure_token_bottleneck", "position_figure", "training_figure", "figure_godey_anisotropy",
+                "figure_godey_rank_loss", "figure_loss_matched"}
 
 
 @pytest.mark.workflow
@@ -250,9 +250,11 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
     # plotting code: the figures and nothing else
     ("reporting.figures", "def figure_4_2(", FIGURE_RULES),
     # the TBAT solver: TBAT, Table I.1's timings of it, and the tables that show TBAT (4.1, E.7, E.8, the
-    # loss-matched table) and the findings read from Table 4.1; no metrics, quality or model
+    # loss-matched table), the findings read from them and the token track's figure of them; no metrics, quality or
+    # model
     ("analysis.tbat", "class BATSolver",
-     {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "figure_loss_matched", "findings"}),
+     {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "figure_loss_matched", "findings",
+      "token_findings", "figure_token_bottleneck"}),
 ])
 def test_editing_library_code_reruns_the_rules_that_run_it_naming_the_module(smoke_run, tmp_path, module, before,
                                                                               planned):
@@ -323,7 +325,7 @@ def test_the_add_a_metric_recipe_reruns_the_metric_jobs_and_adds_its_column(smok
     planned = planned_rules(snakemake(run, "-n", "all", repo=copy, env=env).stdout)
     # and the findings, which read the tables the metrics jobs rewrite
     assert "oversmoothing_metrics" in planned
-    assert planned <= rules_running("analysis.metrics", copy) | {"all", "findings"}, planned
+    assert planned <= rules_running("analysis.metrics", copy) | {"all", "findings", "token_findings"}, planned
     assert not planned & {"train_model", "extract_logits", "sample", "token_head", "evaluate_model"}
     # TBAT and sample quality only summarise with the statistics of `analysis.summary` (issue 39: 122 jobs)
     assert not planned & {"tbat", "quality", "unargmaxable", "table_b"}, planned
@@ -457,7 +459,8 @@ def test_tbat_of_a_trained_model_equals_the_definition_at_real_positions(smoke_r
 def test_changing_a_tbat_setting_reruns_tbat_and_its_tables_only(smoke_run, tmp_path):
     output = dry_run_with_override(smoke_run, tmp_path, "tbat:\n  threshold: 0.3\n")
     assert planned_rules(output) == {"tbat", "metrics_table", "time_metrics", "table_i_1", "loss_matched",
-                                     "figure_loss_matched", "findings", "all"}
+                                     "figure_loss_matched", "findings", "token_findings", "figure_token_bottleneck",
+                                     "all"}
     assert "table=table_4_2" not in output and "table=table_e_7" in output
 
 

@@ -62,6 +62,13 @@ def loss_matched_inputs(wildcards):
     }
 
 
+def token_analysis_tables(wildcards):
+    """The token track's exact analyses, by table name: Tables E.7 and E.8 (TBAT) and B (unargmaxable tokens), those
+    the config builds."""
+    names = ("table_e_7_tokens", "table_e_8_tokens", "table_b_tokens")
+    return {o.name: table_path(o.name) for o in planned_outputs(config) if o.name in names}
+
+
 def findings_inputs(wildcards):
     """The tables the findings are decided from: Tables 4.1 and appendix E's per ground truth, and Tables 7.1 (SVD
     heads), 5.3 (samples) and the loss-matched table (checkpoints) where the config builds them."""

@@ -1,6 +1,6 @@
 """Table B (thesis appendix B: the unargmaxable bytes of each bottleneck) and its token-track version (the tokens a
 rank-k head can never predict), from the records `analysis.argmax` writes; apart from it so that the table job
-loads no torch."""
+loads no torch. And the token track's exact analyses against rank, from its Tables E.7, E.8 and B."""
 
 from __future__ import annotations
 
@@ -52,3 +52,27 @@ def unargmaxable_token_table(records: list[dict], targets: np.ndarray, token_tex
             "most_frequent_never_argmax": " ".join(f"{token_text(int(t))!r}×{counts[t]}" for t in frequent),
         })  # the time stays in the record: a table holds only what the same config reproduces
     return pd.DataFrame(rows)
+
+
+def token_bottleneck_points(tbat_pure: pd.DataFrame, tbat_truncated: pd.DataFrame | None,
+                            table_b: pd.DataFrame | None) -> pd.DataFrame:
+    """The points of `figures.figure_token_bottleneck`, long: panel, kind (svd, learned, full), k (the full head's:
+    its hidden size from Table B, else None), line (pure, top-p or the share), mean and interval, from the token
+    track's Tables E.7 (pure), E.8 (top-p) and B; heads whose TBAT was not computed are left out."""
+    full_k = None
+    if table_b is not None and (table_b["model"] == TOKEN_REFERENCE).any():
+        full_k = int(table_b.set_index("model").loc[TOKEN_REFERENCE, "k"])
+    points = []
+    tbat = [(tbat_pure, "Pure", "pure")] + ([(tbat_truncated, "Top-P", "top-p")] if tbat_truncated is not None
+                                           and "Top-P mean" in tbat_truncated else [])
+    for table, label, line in tbat:
+        for _, row in table[table[f"{label} mean"].notna()].iterrows():
+            kind, k = ("full", full_k) if row["model"] == TOKEN_REFERENCE else token_head_parts(row["model"])
+            points.append({"panel": "tbat", "kind": kind, "k": k, "line": line, "mean": row[f"{label} mean"],
+                           "ci_low": row[f"{label} ci_low"], "ci_high": row[f"{label} ci_high"]})
+    if table_b is not None:
+        for _, row in table_b.iterrows():
+            share = row["n_unargmaxable"] / row["vocabulary"]
+            points.append({"panel": "unargmaxable", "kind": row["kind"], "k": int(row["k"]), "line": "share",
+                           "mean": share, "ci_low": share, "ci_high": share})
+    return pd.DataFrame(points, columns=["panel", "kind", "k", "line", "mean", "ci_low", "ci_high"])

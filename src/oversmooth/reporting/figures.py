@@ -172,6 +172,41 @@ def figure_token_heads(summary: pd.DataFrame, models: Sequence[str], metrics: Se
     return fig
 
 
+def figure_token_bottleneck(points: pd.DataFrame) -> plt.Figure:
+    """A real LM's softmax bottleneck against the rank k of its heads (`token_bottleneck_points`): the BAT-rejected
+    mass (TBAT; pure and top-p, bootstrap CIs) and the share of the vocabulary no context can make the argmax (exact),
+    one line per kind of head (SVD solid, learned dashed); the full head (a star) one step beyond the widest head,
+    its tick naming its hidden size where Table B gives it (at 576 it would sit on top of k = 512)."""
+    heads, full = points[points["kind"] != "full"], points[points["kind"] == "full"]
+    full_x = 2 * int(heads["k"].max()) if len(heads) else 1
+    hidden = full["k"].dropna()
+    colors = dict(zip(["pure", "top-p", "share"], plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    titles = {"tbat": "BAT-rejected mass (TBAT)", "unargmaxable": "share of tokens never the argmax (exact)"}
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.4), squeeze=False)
+    for ax, (panel, title) in zip(axes[0], titles.items()):
+        shown = points[points["panel"] == panel]
+        for (kind, line), group in shown.groupby(["kind", "line"], sort=False):
+            group = group.assign(x=[full_x] * len(group) if kind == "full" else list(group["k"])).sort_values("x")
+            style = {"marker": "*", "markersize": 11, "linestyle": "none"} if kind == "full" else \
+                {"marker": "o", "linestyle": "-" if kind == "svd" else "--"}
+            label = f"{kind} head" if line == "share" else f"{line}, {kind} head"
+            ax.plot(group["x"], group["mean"], color=colors[line], label=label, **style)
+            ax.vlines(group["x"], group["ci_low"], group["ci_high"], color=colors[line], linewidth=1)
+        ticks = {int(k): str(int(k)) for k in heads["k"]}
+        if len(full):
+            ticks[full_x] = f"full\n({int(hidden.iloc[0])})" if len(hidden) else "full"
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(ticks), [ticks[t] for t in sorted(ticks)], fontsize=8)
+        ax.set_xlabel("rank k of the head")
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_title(title, fontsize=9)
+        if len(shown):
+            ax.legend(fontsize=7)
+    fig.suptitle("Token track: the source LM's softmax bottleneck at rank k and at its full head (star)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def figure_5_1(freqs: pd.DataFrame, method: str = "pure") -> plt.Figure:
     """Byte frequencies of each model's samples against the human continuations (`sample_byte_frequencies`)."""
     return frequency_figure(

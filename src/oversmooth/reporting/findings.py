@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from oversmooth.core.catalog import bottleneck_of
+from oversmooth.core.catalog import TOKEN_HEAD_KINDS, TOKEN_REFERENCE, bottleneck_of, is_token_model, token_head_parts
 from oversmooth.core.labels import METHOD_LABELS
 from oversmooth.data.bytenames import VOCAB_SIZE
 
@@ -253,6 +253,61 @@ def loss_matched_findings(table: pd.DataFrame, confidence: float, method: str = 
     return [least_favourable(pairs, "every matched loss")] if pairs else []
 
 
+def token_heads_by_kind(table: pd.DataFrame, column: str) -> dict[str, dict[int, str]]:
+    """kind -> {k: head} of the token track's rank-k heads whose `column` is measured (not NaN) in `table`."""
+    measured = table[table[column].notna()]["model"].astype(str)
+    heads: dict[str, dict[int, str]] = {kind: {} for kind in TOKEN_HEAD_KINDS}
+    for model in (m for m in measured if is_token_model(m) and m != TOKEN_REFERENCE):
+        kind, k = token_head_parts(model)
+        heads[kind][k] = model
+    return {kind: ks for kind, ks in heads.items() if ks}
+
+
+def token_findings(tbat_pure: pd.DataFrame | None, tbat_truncated: pd.DataFrame | None,
+                   table_b: pd.DataFrame | None, confidence: float) -> list[dict]:
+    """The token track's claims on a real LM's softmax bottleneck (issue 40), from its Tables E.7, E.8 and B:
+    TBAT (pure) falls with rank, per kind of head, from its narrowest head to the full head where it is analysed
+    (else the kind's widest); top-p removes most of the widest head's BAT-rejected mass (Finlayson et al.'s
+    hypothesis: TBAT(pure) - 2 TBAT(top-p) > 0); the full head has unargmaxable tokens other than its duplicated
+    rows, which only a tie keeps from the argmax (Grivas et al.: rarely in practice; an exact count, so its interval
+    is that count)."""
+    rows = []
+    pure = "Pure mean"
+    if tbat_pure is not None and pure in tbat_pure:
+        full = TOKEN_REFERENCE if TOKEN_REFERENCE in set(tbat_pure[tbat_pure[pure].notna()]["model"]) else None
+        for kind, heads in token_heads_by_kind(tbat_pure, pure).items():
+            narrow, wide = heads[min(heads)], full or heads[max(heads)]
+            if narrow != wide:
+                rows.append(_row("token_tbat_falls_with_rank", f"a real LM's TBAT falls with rank ({kind} heads)",
+                                 "-", f"TBAT({narrow}) - TBAT({wide}) > 0 (pure)",
+                                 [_term(tbat_pure, narrow, "Pure "), _term(tbat_pure, wide, "Pure ", weight=-1.0)],
+                                 confidence))
+        truncated = "Top-P mean"
+        if tbat_truncated is not None and truncated in tbat_truncated:
+            both = tbat_pure[["model", pure]].merge(tbat_truncated[["model", truncated]], on="model").dropna()
+            widest = [TOKEN_REFERENCE] if TOKEN_REFERENCE in set(both["model"]) else \
+                [heads[max(heads)] for heads in token_heads_by_kind(both, pure).values()]
+            for model in widest:
+                rows.append(_row("token_top_p_removes_tbat", "top-p removes most of the BAT-rejected mass", "-",
+                                 f"TBAT({model}) - 2 TBAT(top-p | {model}) > 0 (pure against top-p)",
+                                 [_term(tbat_pure, model, "Pure ", label=f"pure | {model}"),
+                                  _term(tbat_truncated, model, "Top-P ", weight=-2.0, label=f"top-p | {model}")],
+                                 confidence))
+    if table_b is not None and (table_b["model"] == TOKEN_REFERENCE).any():
+        row = table_b.set_index("model").loc[TOKEN_REFERENCE]
+        duplicated, failed = int(row["n_duplicated"]), int(row["n_failed"])
+        count = int(row["n_unargmaxable"]) - duplicated  # a row equal to another is never a strict argmax: a tie
+        decided = HOLDS if count > 0 else (FAILS if failed == 0 else UNDECIDED)
+        rows.append({"id": "full_head_unargmaxable", "claim": "the full head has unargmaxable tokens",
+                     "ground_truth": "-", "test": f"n_unargmaxable({TOKEN_REFERENCE}) - n_duplicated > 0 (exact: "
+                                                  "an LP proof each)",
+                     "runs": 1, "estimate": float(count), "ci_low": float(count), "ci_high": float(count),
+                     "verdict": decided, "evidence": f"{count} of {int(row['vocabulary'])} tokens unargmaxable "
+                                                     f"besides {duplicated} duplicated rows, {failed} undecided by "
+                                                     "a solver failure"})
+    return rows
+
+
 def findings_table(rows: Sequence[dict]) -> pd.DataFrame:
     return pd.DataFrame(list(rows), columns=FINDINGS_COLUMNS)
 
@@ -266,9 +321,9 @@ def findings_markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def findings_page(table: pd.DataFrame, confidence: float) -> str:
-    """The findings as a page (`results/tables/findings.md`): how many claims hold, fail or are undecided, what the
-    verdicts mean, and the table."""
+def findings_page(table: pd.DataFrame, confidence: float, title: str = "The thesis's findings as tests") -> str:
+    """The findings as a page (`results/tables/findings.md`, `token_findings.md`): how many claims hold, fail or are
+    undecided, what the verdicts mean, and the table."""
     counts = table["verdict"].value_counts()
     tally = ", ".join(f"{int(counts.get(v, 0))} {v}" for v in (HOLDS, FAILS, UNDECIDED))
     intro = (f"{len(table)} tests: {tally}. Each is a difference the thesis says is positive, with its "
@@ -277,4 +332,4 @@ def findings_page(table: pd.DataFrame, confidence: float) -> str:
              "compared model that the interval covers (across-seed means where the config trains several); a verdict "
              "on one run is about that run, not about another seed of the same model. Each test is defined in the "
              "project's docs/results.md.")
-    return f"# The thesis's findings as tests\n\n{intro}\n\n{findings_markdown(table)}"
+    return f"# {title}\n\n{intro}\n\n{findings_markdown(table)}"

@@ -97,8 +97,10 @@ SHOWS = {
     "table_godey_rank_constrained": "a learned rank-r head on the frozen model vs the SVD-imposed one vs from scratch",
     "figure_godey_rank_loss": "validation loss of learned and SVD-imposed rank-r heads against r",
     "table_loss_matched": "the family at matched validation loss, from its checkpoints",
-    "table_findings": "each claim of the thesis as a test per ground truth: estimate, interval, verdict",
+    "table_findings": "each claim of the thesis as a test, per ground truth if it has one: estimate, CI, verdict",
     "findings": "the findings table as a page: each claim, its test, estimate, interval and verdict",
+    "table_token_findings": "the token track's claims on a real LM's head as tests: estimate, CI, verdict",
+    "token_findings": "the token track's findings table as a page",
     "figure_loss_matched": "oversmoothing against validation loss along training",
     "figure_4_1": "every model's next-byte distribution at one position",
     "figure_4_2": "mean NSMD per target byte, most and least bottlenecked model",
@@ -107,6 +109,7 @@ SHOWS = {
     "figure_7_1": "the SVD-imposed heads' next-byte distributions at one position",
     "figure_token_heads": "TTO, NSMD, TV and KL of the rank-k heads against k",
     "figure_token_quality": "sample quality of the rank-k heads against k",
+    "figure_token_bottleneck": "BAT-rejected mass (pure, top-p) and unargmaxable share of the heads against k",
 }
 
 
@@ -331,14 +334,24 @@ def _figures(config: Mapping) -> list[Output]:
         Output("figure_token_quality", FIGURE, "figure_token_quality", "thesis ch. 8", QUALITY,
                "figure_token_quality", ("quality",), tuple(token_sampled_models(config)), planned=heads),
     ]
+    tbat_heads = token_heads_at(config, "tbat_ranks")
+    analysed = tuple(dict.fromkeys(tbat_heads + token_heads_at(config, "unargmaxable_ranks")))
+    figures.append(Output("figure_token_bottleneck", FIGURE, "figure_token_bottleneck",
+                          "Finlayson et al. 2024; Grivas et al. 2022", EXACT, "figure_token_bottleneck", ("tables",),
+                          analysed, planned=bool(tbat_heads) and "pure" in config["decoding"]["methods"]))
     return figures
 
 
 def _findings_outputs(config: Mapping) -> list[Output]:
-    """The thesis's claims as tests, read from its tables (oversmooth.reporting.findings)."""
-    return [Output(name, kind, "findings", "the thesis's findings", FINDINGS, name, ("tables",),
-                   tuple(main_bottleneck_models(config))) for name, kind in (("table_findings", TABLE),
-                                                                             ("findings", PAGE))]
+    """The thesis's claims as tests, read from its tables (oversmooth.reporting.findings); the token track's apart,
+    so that the byte track's findings never wait for its exact analyses."""
+    outputs = [Output(name, kind, "findings", "the thesis's findings", FINDINGS, name, ("tables",),
+                      tuple(main_bottleneck_models(config))) for name, kind in (("table_findings", TABLE),
+                                                                                ("findings", PAGE))]
+    heads = tuple(dict.fromkeys(token_heads_at(config, "tbat_ranks") + token_heads_at(config, "unargmaxable_ranks")))
+    return outputs + [Output(name, kind, "token_findings", "Finlayson et al. 2024; Grivas et al. 2022", FINDINGS,
+                             name, ("tables",), heads, planned=bool(heads))
+                      for name, kind in (("table_token_findings", TABLE), ("token_findings", PAGE))]
 
 
 def registered_outputs(config: Mapping) -> list[Output]:
