@@ -182,6 +182,11 @@ def token_heads_at(config: Mapping, ranks_key: str) -> list[str]:
     return heads + [TOKEN_REFERENCE] * ("full" in wanted and bool(config["tokens"]["ranks"]))
 
 
+def token_analysed_heads(config: Mapping) -> tuple[str, ...]:
+    """The token-track heads an exact analysis runs on (TBAT or unargmaxable tokens), without repeats."""
+    return tuple(dict.fromkeys(token_heads_at(config, "tbat_ranks") + token_heads_at(config, "unargmaxable_ranks")))
+
+
 def nearest_models(models: list[str], wanted: tuple[int, ...] = NEAREST_K) -> list[str]:
     """The bottlenecked models nearest to k = 4, 8, 32 (the thesis's Tables 5.1, 5.2), without repeats."""
     ks = {int(m.removeprefix("bn-")): m for m in models if m.startswith("bn-")}
@@ -334,11 +339,10 @@ def _figures(config: Mapping) -> list[Output]:
         Output("figure_token_quality", FIGURE, "figure_token_quality", "thesis ch. 8", QUALITY,
                "figure_token_quality", ("quality",), tuple(token_sampled_models(config)), planned=heads),
     ]
-    tbat_heads = token_heads_at(config, "tbat_ranks")
-    analysed = tuple(dict.fromkeys(tbat_heads + token_heads_at(config, "unargmaxable_ranks")))
     figures.append(Output("figure_token_bottleneck", FIGURE, "figure_token_bottleneck",
                           "Finlayson et al. 2024; Grivas et al. 2022", EXACT, "figure_token_bottleneck", ("tables",),
-                          analysed, planned=bool(tbat_heads) and "pure" in config["decoding"]["methods"]))
+                          token_analysed_heads(config), planned=bool(token_heads_at(config, "tbat_ranks"))
+                          and "pure" in config["decoding"]["methods"]))
     return figures
 
 
@@ -348,7 +352,7 @@ def _findings_outputs(config: Mapping) -> list[Output]:
     outputs = [Output(name, kind, "findings", "the thesis's findings", FINDINGS, name, ("tables",),
                       tuple(main_bottleneck_models(config))) for name, kind in (("table_findings", TABLE),
                                                                                 ("findings", PAGE))]
-    heads = tuple(dict.fromkeys(token_heads_at(config, "tbat_ranks") + token_heads_at(config, "unargmaxable_ranks")))
+    heads = token_analysed_heads(config)
     return outputs + [Output(name, kind, "token_findings", "Finlayson et al. 2024; Grivas et al. 2022", FINDINGS,
                              name, ("tables",), heads, planned=bool(heads))
                       for name, kind in (("table_token_findings", TABLE), ("token_findings", PAGE))]
