@@ -22,12 +22,13 @@ c = threshold / (1 - threshold), so that u = p (1 + c). Facts the solver uses:
 - The repair (no LP), for the tokens every move left: pin the tokens a move pushed out of [0, u] at the bound they
   crossed and move the others again (the least w-weighted change that keeps A q = A p, by Woodbury on M without the
   pinned), until none crosses; the q found is clipped to [0, u] and checked against A q = A p: a witness. At
-  k = 576 it leaves about 50 of the 300.
+  k = 576 it leaves tens to a few hundred tokens.
 - The dual descent (no LP; where A has more than DESCENT_ROWS rows): an accelerated gradient method on the dual of
   min q_i (below), smoothed; certificates from its iterates, witnesses from its gradient's slopes (`_descend`). At
-  k = 576 it leaves 4-33 of the 50-90. The polish (`_polish`) settles each of those by min q_i over a part of P
-  chosen from the descent's direction, by a dense interior-point method: at k = 576 it left none for HiGHS at the
-  positions measured (a token left gets at most DENSE_PRICING_ROUNDS rounds of LPs, then its position fails).
+  k = 576 it leaves 4-213 of them. The polish (`_polish`) settles each of those by min q_i over parts of P chosen
+  from the descent's direction, by a dense interior-point method, freeing the tail tokens that carry the duality gap
+  until the token is settled (POLISH_ROUNDS at most): at k = 576 it left none for HiGHS at the positions measured (a
+  token left gets at most DENSE_PRICING_ROUNDS rounds of LPs, then its position fails).
 - For any s in the row space of A, min over P of q_i >= L_i(s) = p.s - sum_l u_l max(s_l - [l = i], 0)
   (weak LP duality). L_i(s) > 0 proves i accepted (a certificate). Candidates for s: the least-squares direction
   K_(., i) / K_ii (the screen computes it), reweighted directions, and the dual solution of every LP solved.
@@ -90,7 +91,9 @@ DESCENT_TAIL = 1e-7  # its iterations leave out tokens of smaller mass (its chec
 DESCENT_TOKENS = 256  # it takes at most this many undecided tokens, the most probable
 POLISH_KINKS = 1000  # a token the descent leaves gets an LP that frees these tokens nearest its direction's kinks,
 POLISH_FLOOR = 1e-6  # among those of at least this mass (besides the free tokens of the column generation's LPs)
+POLISH_ROUNDS = 6  # the polish's LPs per token at most, each freeing POLISH_KINKS more tokens
 POLISH_ITERATIONS = 80  # the interior-point method's iterations at most
+POLISH_STALL = 4  # and it stops once optimal but for a primal residual that has not halved in this many
 
 
 @dataclass(frozen=True)
@@ -473,23 +476,50 @@ class BATSolver:
 
     def _polish(self, i: int, support: np.ndarray, s: np.ndarray, p: np.ndarray, u: np.ndarray,
                 undecided: np.ndarray, rejected: np.ndarray) -> bool:
-        """Settle token i by min q_i over a part of P (in place), from the descent's direction s: the column
-        generation's free tokens and the POLISH_KINKS tokens of mass >= POLISH_FLOOR with the smallest |s_l| move
-        freely, every other token (the tail) only as q_T = p_T + theta (v - p_T), theta in [0, 1], v the vertex
-        of the tail's box that s's signs ask for (u_l where s_l > 0). Near the optimum s's signs are the optimum's
-        away from its kinks, so this LP's optimum is mostly P's. Solved by `interior_point` (dense, r rows);
-        its q, checked against P, rejects the tokens it zeroes, its dual s' accepts those it certifies
-        (`_settle`). Whether i was settled; if not, the column generation's LPs take it."""
+        """Settle token i by min q_i over parts of P (in place), from the descent's direction s (on the support):
+        the column generation's free tokens and the POLISH_KINKS tokens of mass >= POLISH_FLOOR with the smallest
+        |s_l| move freely, every other token (the tail) only as q_T = p_T + theta (v - p_T), theta in [0, 1], v the
+        vertex of the tail's box that the direction's signs ask for (u_l where s_l > 0). Each such LP is solved by
+        `interior_point` (dense, r rows); its q, checked against P, rejects the tokens it zeroes, its dual s'
+        accepts those it certifies (`_settle`). Where i is left, the POLISH_KINKS tail tokens with the largest
+        shares of the duality gap (|q_l - the bound s' asks for| times |s'_l|) join the free ones, v follows s', and
+        the LP is solved again, POLISH_ROUNDS times at most (or until the tail's share of the gap is negligible).
+        Whether i was settled; if not, the column generation takes it."""
         kinks = support[p[support] >= POLISH_FLOOR]
         kinks = kinks[np.argsort(np.abs(s[np.searchsorted(support, kinks)]), kind="stable")[:POLISH_KINKS]]
         free = np.zeros(self.V, dtype=bool)
         free[self._position_lp_free(p, undecided)] = True
         free[kinks] = free[i] = True
-        free = np.flatnonzero(free)
-        tail = np.ones(self.V, dtype=bool)
-        tail[free] = False
         at_top = np.zeros(self.V, dtype=bool)
         at_top[support] = s > 0
+        for _ in range(POLISH_ROUNDS):
+            found = self._polish_lp(i, np.flatnonzero(free), at_top, p, u)
+            if found is None:
+                return False
+            q, s, in_p = found
+            self._settle(q if in_p else np.ones(self.V), s, p, u, undecided, rejected)
+            if not undecided[i]:
+                return True
+            # q_l's reduced cost, l != i (the LP's objective is q_i / u_i; i is free): -s_l. The optimum has
+            # q_l = u_l where it is negative, else 0; each tail token's share of the duality gap is how far it is off
+            reduced = -s
+            gap = np.where(reduced < 0, (q - u) * reduced, q * reduced)
+            gap[free] = 0.0
+            if gap.sum() <= self.settings.feasibility_tol:  # the tail is where s' asks: more tokens would not help
+                return False
+            joining = np.argpartition(-gap, min(POLISH_KINKS, self.V - 1))[:POLISH_KINKS]
+            free[joining[gap[joining] > 0]] = True
+            at_top = reduced < 0
+        return False
+
+    def _polish_lp(self, i: int, free: np.ndarray, at_top: np.ndarray, p: np.ndarray,
+                   u: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool] | None:
+        """min q_i over the part of P where the `free` tokens move in [0, u] and the others towards the vertex
+        (u_l where at_top, else 0) by `interior_point`: q, the dual direction s = Q^T y over every token, and
+        whether q is in P (an iterate short of convergence may not be); None where the method's iterates or the
+        dual are not finite."""
+        tail = np.ones(self.V, dtype=bool)
+        tail[free] = False
         move = np.where(tail & at_top, u, 0.0) - p
         move[~tail] = 0.0
         # the free tokens scaled to [0, 1] (q_l = u_l x_l), theta last
@@ -498,13 +528,15 @@ class BATSolver:
         cost[np.searchsorted(free, i)] = 1.0
         solution = interior_point(A, self.Q[:, free] @ p[free], cost, self.settings.feasibility_tol * 1e-1)
         if solution is None:
-            return False
-        x, y = solution
+            return None
+        x, y, _ = solution  # converged or not, q is checked and y gives a bound whatever it is
+        s = self.Q.T @ y
+        if not np.isfinite(s).all():  # an iterate that stopped short of an infeasible LP: y huge
+            return None
         q = p + x[-1] * move
         q[free] = x[:-1] * u[free]
         in_p = _in_polytope(self.Q, q, self.Q @ p, u, 10 * self.settings.feasibility_tol)  # as an LP's answer
-        self._settle(q if in_p else np.ones(self.V), self.Q.T @ y, p, u, undecided, rejected)
-        return not undecided[i]
+        return q, s, in_p
 
     def _repair(self, Z: np.ndarray, support: np.ndarray, w: np.ndarray, p: np.ndarray, u: np.ndarray,
                 tokens: np.ndarray, undecided: np.ndarray, rejected: np.ndarray) -> int:
@@ -637,27 +669,36 @@ class BATSolver:
         return np.concatenate(directions)
 
 
-def interior_point(A: np.ndarray, b: np.ndarray, c: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """min c.x subject to A x = b, 0 <= x <= 1, by Mehrotra's predictor-corrector (dense normal equations): x and
-    the row duals y (c - A^T y the reduced costs), or None where it does not converge in POLISH_ITERATIONS or the
-    normal equations are singular, or its iterates are not finite (an infeasible LP). Converged: residuals below tol
-    relative to b and c, complementarity below tol / 100."""
+def interior_point(A: np.ndarray, b: np.ndarray, c: np.ndarray,
+                   tol: float) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """min c.x subject to A x = b, 0 <= x <= 1, by Mehrotra's predictor-corrector (dense normal equations): x, the
+    row duals y (c - A^T y the reduced costs) and whether it converged (residuals below tol relative to b and c,
+    complementarity below tol / 100). Where it stops short (POLISH_ITERATIONS, normal equations too ill-conditioned to
+    factor, or a primal residual that stalls above tol once the rest is optimal: rounding near a degenerate optimum)
+    it gives its last iterate, which a caller may only use as it would any point and any dual (checked); None where
+    its iterates are not finite (an infeasible LP)."""
     n = A.shape[1]
     x, w, z, v, y = np.full(n, 0.5), np.full(n, 0.5), np.ones(n), np.ones(n), np.zeros(A.shape[0])
     b_scale, c_scale = 1 + np.abs(b).max(), 1 + np.abs(c).max()
+    best_primal, stalled = np.inf, 0
     with np.errstate(all="ignore"):  # an infeasible LP drives x or w to 0: its iterates stop being finite
         for _ in range(POLISH_ITERATIONS):
             primal, dual = b - A @ x, c - A.T @ y - z + v
             mu = (x @ z + w @ v) / (2 * n)
-            if np.abs(primal).max() <= tol * b_scale and np.abs(dual).max() <= tol * c_scale and mu <= tol / 100:
-                return x, y
+            residual, optimal = np.abs(primal).max(), np.abs(dual).max() <= tol * c_scale and mu <= tol / 100
+            if optimal and residual <= tol * b_scale:
+                return x, y, True
+            best_primal, stalled = (residual, 0) if residual < best_primal / 2 else (best_primal, stalled + 1)
+            if optimal and stalled >= POLISH_STALL:  # the primal residual no longer falls: rounding (degenerate)
+                return x, y, False
             D = 1 / (z / x + v / w)
-            normal = (A * D) @ A.T
+            # (A D A^T)'s upper triangle, what cho_factor reads (A^T's Fortran order: no copy)
+            normal = scipy.linalg.blas.dsyrk(1.0, (A * np.sqrt(D)).T, trans=1)
             normal[np.diag_indices_from(normal)] += 1e-14 * np.trace(normal) / len(normal)
             try:
                 factor = scipy.linalg.cho_factor(normal)
-            except (np.linalg.LinAlgError, ValueError):  # singular, or not finite
-                return None
+            except (np.linalg.LinAlgError, ValueError):  # singular (x is finite: checked below)
+                return x, y, False
 
             def newton(rxz, rwv):
                 rho = rxz / x - rwv / w - dual
@@ -678,7 +719,7 @@ def interior_point(A: np.ndarray, b: np.ndarray, c: np.ndarray, tol: float) -> t
             x, w, y, z, v = x + ap * dx, w - ap * dx, y + ad * dy, z + ad * dz, v + ad * dv
             if not all(np.isfinite(a).all() for a in (x, w, y, z, v)):
                 return None
-    return None
+    return x, y, False
 
 
 def _in_polytope(Q: np.ndarray, q: np.ndarray, b: np.ndarray, u: np.ndarray, tol: float) -> bool:

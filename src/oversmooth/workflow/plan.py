@@ -61,7 +61,7 @@ class Costs:
     metrics_s_per_position: float = 4.0e-5  # per decoding method at 256 bytes; x (V / 256)^0.8 for larger V
     tbat_s_per_position: float = 1.6e-3  # per decoding method at k = 4, byte track; grows ~ k^0.5
     token_tbat_s: Mapping[int, float] = field(default_factory=lambda: {  # per position and method at k (one core,
-        4: 0.3, 64: 1.6, 128: 4.0, 256: 12.5, 512: 40.0, 576: 50.0,  # pure sampling, the slowest; 576: tok-full)
+        4: 0.3, 64: 1.6, 128: 4.0, 256: 12.5, 512: 40.0, 576: 110.0,  # pure sampling, the slowest; 576: tok-full)
     })
     token_unargmaxable_s: Mapping[int, float] = field(default_factory=lambda: {  # per head at k (one core)
         4: 20.0, 16: 1350.0, 64: 240.0, 576: 120.0,  # 576: SmolLM2's own head, tok-full
