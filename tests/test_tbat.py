@@ -153,22 +153,32 @@ def test_tokens_of_mass_below_the_lp_tolerance_are_rejected_only_with_a_move_tha
     assert np.array_equal(result.rejected, expected)
 
 
-def test_a_repair_whose_pinned_tokens_leave_a_singular_system_gives_up_on_the_token(monkeypatch):
+def test_a_repair_that_pins_tokens_with_equal_rows_gives_the_definitions_sets(monkeypatch):
     # every token twice (equal rows of W, equal mass): a repair that pins both of a pair has diag(1 / w_F) - K_FF
-    # exactly singular; it raised LinAlgError in a smoke run's TBAT job (bn-64@10 on the teacher's language).
+    # singular or nearly; it raised LinAlgError in a smoke run's TBAT job (bn-64@10 on the teacher's language).
     # 256 tokens through the large-vocabulary path, where the repair runs
     monkeypatch.setattr(tbat, "FULL_LP_COLUMNS", 100)
-    singular = []
+    asked = []  # every direction the repair asked for
     direction = tbat.Pinned.direction
-    monkeypatch.setattr(tbat.Pinned, "direction", lambda self, Z, w: singular.append(y := direction(self, Z, w)) or y)
+    monkeypatch.setattr(tbat.Pinned, "direction", lambda self, Z, w: asked.append(y := direction(self, Z, w)) or y)
     rng = np.random.default_rng(0)
     W = np.repeat(rng.normal(size=(128, 16)), 2, axis=0)
     logits = 3 * W @ rng.normal(size=16) / 4
     p = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
     result = BATSolver(W).reject_set(p)
     expected, failures = bat_reject_set(p, W)
-    assert any(y is None for y in singular) and result.stats["repaired"] > 0
+    # exactly singular only under the rounding of a multi-threaded BLAS (with one thread, nearly: the repair goes on
+    # and its q is checked); either way the same sets as the definition
+    assert len(asked) > 0 and result.stats["repaired"] > 0
     assert not failures and not result.failed and np.array_equal(result.rejected, expected)
+
+
+def test_a_pinned_pair_whose_system_is_exactly_singular_gives_no_direction():
+    # two pinned tokens with equal columns z of Z and w = 1: diag(1 / w_F) - K_FF = [[1 - a, -a], [-a, 1 - a]] with
+    # a = z.z = 0.5 exactly, a singular matrix under any rounding
+    Z = np.array([[0.5, 0.5, 0.1], [0.5, 0.5, 0.2]])
+    assert tbat.Pinned([0, 1], [-0.1, 0.05]).direction(Z, np.ones(3)) is None
+    assert tbat.Pinned([0, 2], [-0.1, 0.05]).direction(Z, np.ones(3)) is not None  # a regular pair gives one
 
 
 def plain_moves_then_descent(W, p, monkeypatch):
