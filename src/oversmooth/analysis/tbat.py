@@ -492,8 +492,9 @@ class BATSolver:
         free[kinks] = free[i] = True
         at_top = np.zeros(self.V, dtype=bool)
         at_top[support] = s > 0
+        b = self.Q @ p  # A p, for every round's check of its q
         for _ in range(POLISH_ROUNDS):
-            found = self._polish_lp(i, np.flatnonzero(free), at_top, p, u)
+            found = self._polish_lp(i, np.flatnonzero(free), at_top, p, u, b)
             if found is None:
                 return False
             q, s, in_p = found
@@ -512,8 +513,8 @@ class BATSolver:
             at_top = reduced < 0
         return False
 
-    def _polish_lp(self, i: int, free: np.ndarray, at_top: np.ndarray, p: np.ndarray,
-                   u: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    def _polish_lp(self, i: int, free: np.ndarray, at_top: np.ndarray, p: np.ndarray, u: np.ndarray,
+                   b: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool] | None:
         """min q_i over the part of P where the `free` tokens move in [0, u] and the others towards the vertex
         (u_l where at_top, else 0) by `interior_point`: q, the dual direction s = Q^T y over every token, and
         whether q is in P (an iterate short of convergence may not be); None where the method's iterates or the
@@ -535,7 +536,7 @@ class BATSolver:
             return None
         q = p + x[-1] * move
         q[free] = x[:-1] * u[free]
-        in_p = _in_polytope(self.Q, q, self.Q @ p, u, 10 * self.settings.feasibility_tol)  # as an LP's answer
+        in_p = _in_polytope(self.Q, q, b, u, 10 * self.settings.feasibility_tol)  # as an LP's answer
         return q, s, in_p
 
     def _repair(self, Z: np.ndarray, support: np.ndarray, w: np.ndarray, p: np.ndarray, u: np.ndarray,
