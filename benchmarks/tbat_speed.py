@@ -12,7 +12,9 @@ so it runs on a subsample of tokens, every token our solver accepts and `--refer
 time per position is the mean time per linprog times the tokens the thesis's method decides, p_i <= threshold):
     python benchmarks/tbat_speed.py --head results/models/tok-learned-r64/head.pt \
         --states results/tokens/eval.states.parquet --positions 8 --baseline-positions 2 --reference-tokens 10
-`--head results/data/smollm2` takes the source LM's own full head (k = 576). The baseline solver runs on the
+`--head results/data/smollm2` takes the source LM's own full head (k = 576); there one linprog takes minutes, so
+`--reference-accepted 2 --reference-tokens 2 --reference-method highs-ipm` checks a few tokens of each kind (HiGHS's
+simplex took more than half an hour on a rejected one). The baseline solver runs on the
 first `--baseline-positions` positions (0: none; v0.2.0 needs about a minute per position at k = 64 and did not
 finish one position of the full head in 15 minutes).
 """
@@ -95,13 +97,14 @@ def timed(solver, p: np.ndarray):
 
 
 def compare_on_tokens(W: np.ndarray, probs: np.ndarray, n_rejected: int, settings: TBATSettings, seed: int,
-                      baseline, n_baseline: int) -> dict:
-    """Our solver on every position, the baseline solver on the first `n_baseline`; the definition on each
-    position's accepted tokens and `n_rejected` random rejected ones (with p_i above zero_tol), its time per
-    position extrapolated from its time per linprog."""
+                      baseline, n_baseline: int, n_accepted: int | None = None, method: str = "highs") -> dict:
+    """Our solver on every position, the baseline solver on the first `n_baseline`; the definition (linprog's
+    `method`) on each position's accepted tokens (`n_accepted` random ones, default all) and `n_rejected` random
+    rejected ones (with p_i above zero_tol), its time per position extrapolated from its time per linprog."""
     solver = BATSolver(W, settings)
     old = baseline(W, settings) if n_baseline else None
     rng, fast, slow, per_lp, failures, solves, tbat = np.random.default_rng(seed), [], [], [], 0, [], []
+    checked = np.zeros(2, dtype=int)  # accepted, rejected tokens the definition decided
     agree, same = True, True
     for n, p in enumerate(probs):
         result, seconds = timed(solver, p)
@@ -113,18 +116,23 @@ def compare_on_tokens(W: np.ndarray, probs: np.ndarray, n_rejected: int, setting
             slow.append(seconds)
             same &= not before.failed and np.array_equal(before.rejected, result.rejected)
         rejected = np.flatnonzero(result.rejected & (p / (1 - settings.threshold) > settings.zero_tol))
-        chosen = np.concatenate([np.flatnonzero(~result.rejected), rng.choice(rejected, min(n_rejected, len(rejected)), replace=False)])
+        accepted = np.flatnonzero(~result.rejected)
+        if n_accepted is not None:
+            accepted = rng.choice(accepted, min(n_accepted, len(accepted)), replace=False)
+        chosen = np.concatenate([accepted, rng.choice(rejected, min(n_rejected, len(rejected)), replace=False)])
         start = time.perf_counter()
-        expected, failed = bat_reject_set(p, W, threshold=settings.threshold, zero_tol=settings.zero_tol, tokens=chosen)
+        expected, failed = bat_reject_set(p, W, threshold=settings.threshold, zero_tol=settings.zero_tol,
+                                          tokens=chosen, method=method)
         decided = int((p <= settings.threshold).sum())  # the thesis's method: one linprog for each of these
         per_lp.append((time.perf_counter() - start) / len(chosen) * decided)
         failures += len(failed)
         ok = np.setdiff1d(chosen, failed)
         agree &= not result.failed and np.array_equal(expected[ok], result.rejected[ok])
+        checked += [int((~result.rejected[ok]).sum()), int(result.rejected[ok].sum())]
     return {"fast": np.mean(fast), "slow": np.mean(slow) if slow else float("nan"), "same": same,
             "fast_on_baseline": np.mean(fast[: len(slow)]) if slow else float("nan"),
             "reference": np.mean(per_lp), "agree": agree, "reference_failures": failures, "solves": np.mean(solves),
-            "tbat": np.nanmean(tbat), "worst": max(fast)}
+            "tbat": np.nanmean(tbat), "worst": max(fast), "checked": checked}
 
 
 def main() -> None:
@@ -140,6 +148,9 @@ def main() -> None:
                         "(results/data/smollm2) for its own full head")
     parser.add_argument("--states", help="the token track's cached evaluation states")
     parser.add_argument("--reference-tokens", type=int, default=20, help="rejected tokens checked per position")
+    parser.add_argument("--reference-accepted", type=int, help="accepted tokens checked per position (default: all)")
+    parser.add_argument("--reference-method", default="highs", help="linprog's method for the definition (highs-ipm: "
+                        "minutes per token over the full head, where the simplex takes more than half an hour)")
     parser.add_argument("--baseline", default="v0.2.0", help="git revision whose solver runs beside today's")
     parser.add_argument("--baseline-positions", type=int, help="positions the baseline solves (default: all)")
     args = parser.parse_args()
@@ -148,14 +159,16 @@ def main() -> None:
         W, probs = token_outputs(args.head, args.states, args.positions, args.seed)
         n_baseline = len(probs) if args.baseline_positions is None else min(args.baseline_positions, len(probs))
         row = compare_on_tokens(W, probs, args.reference_tokens, settings, args.seed,
-                                baseline_solver(args.baseline) if n_baseline else None, n_baseline)
+                                baseline_solver(args.baseline) if n_baseline else None, n_baseline,
+                                args.reference_accepted, args.reference_method)
         print(f"{args.head}: V = {W.shape[0]}, k = {W.shape[1]}, {len(probs)} positions (pure sampling)")
         print(f"ours {row['fast']:.2f} s/position (slowest {row['worst']:.2f}; {row['solves']:.1f} LPs), "
               f"{args.baseline} {row['slow']:.2f} s/position on the first {n_baseline} (ours there "
               f"{row['fast_on_baseline']:.2f}, ratio {row['slow'] / row['fast_on_baseline']:.0f}; identical reject "
               f"sets: {row['same']}), one linprog per token "
               f"{row['reference']:.0f} s/position (extrapolated, ratio {row['reference'] / row['fast']:.0f}); "
-              f"mean TBAT {row['tbat']:.4f}; identical on the checked tokens: {row['agree']} "
+              f"mean TBAT {row['tbat']:.4f}; identical on the checked tokens ({row['checked'][0]} accepted, "
+              f"{row['checked'][1]} rejected): {row['agree']} "
               f"({row['reference_failures']} linprog failures)")
         return
     if args.checkpoint:

@@ -24,11 +24,12 @@ c = threshold / (1 - threshold), so that u = p (1 + c). Facts the solver uses:
   pinned), until none crosses; the q found is clipped to [0, u] and checked against A q = A p: a witness. At
   k = 576 it leaves tens to a few hundred tokens.
 - The dual descent (no LP; where A has more than DESCENT_ROWS rows): an accelerated gradient method on the dual of
-  min q_i (below), smoothed; certificates from its iterates, witnesses from its gradient's slopes (`_descend`). At
-  k = 576 it leaves 4-213 of them. The polish (`_polish`) settles each of those by min q_i over parts of P chosen
-  from the descent's direction, by a dense interior-point method, freeing the tail tokens that carry the duality gap
-  until the token is settled (POLISH_ROUNDS at most): at k = 576 it left none for HiGHS at the positions measured (a
-  token left gets at most DENSE_PRICING_ROUNDS rounds of LPs, then its position fails).
+  min q_i (below), smoothed, DESCENT_TOKENS tokens at a time; certificates from its iterates, witnesses from its
+  gradient's slopes (`_descend`). At k = 576 it leaves 4-378 of them. The polish (`_polish`) settles each of those by
+  min q_i over parts of P chosen from the descent's direction, by a dense interior-point method (A's rows made
+  orthonormal first: tokens of mass 1e-15 beside 0.1 would otherwise condition it), freeing the tail tokens that
+  carry the duality gap until the token is settled (POLISH_ROUNDS at most): at k = 576 it left none for HiGHS at the
+  positions measured (a token left gets at most DENSE_PRICING_ROUNDS rounds of LPs, then its position fails).
 - For any s in the row space of A, min over P of q_i >= L_i(s) = p.s - sum_l u_l max(s_l - [l = i], 0)
   (weak LP duality). L_i(s) > 0 proves i accepted (a certificate). Candidates for s: the least-squares direction
   K_(., i) / K_ii (the screen computes it), reweighted directions, and the dual solution of every LP solved.
@@ -88,12 +89,13 @@ DESCENT_ROUNDS = 300  # its iterations at most
 DESCENT_CHECK = 20  # its certificates and witnesses are checked every this many iterations
 DESCENT_SMOOTHING = 0.2  # its smoothing width for token i: this times p_i (in units of s_i = 1)
 DESCENT_TAIL = 1e-7  # its iterations leave out tokens of smaller mass (its checks take every token)
-DESCENT_TOKENS = 256  # it takes at most this many undecided tokens, the most probable
+DESCENT_TOKENS = 256  # it takes the undecided tokens this many at a time, the most probable first
 POLISH_KINKS = 1000  # a token the descent leaves gets an LP that frees these tokens nearest its direction's kinks,
 POLISH_FLOOR = 1e-6  # among those of at least this mass (besides the free tokens of the column generation's LPs)
 POLISH_ROUNDS = 6  # the polish's LPs per token at most, each freeing POLISH_KINKS more tokens
 POLISH_ITERATIONS = 80  # the interior-point method's iterations at most
 POLISH_STALL = 4  # and it stops once optimal but for a primal residual that has not halved in this many
+ROW_RANK = 1e-12  # it makes A's rows orthonormal unless R's diagonal spans more than 1 / this
 
 
 @dataclass(frozen=True)
@@ -415,9 +417,25 @@ class BATSolver:
 
     def _descend(self, Z: np.ndarray, support: np.ndarray, p: np.ndarray, u: np.ndarray, undecided: np.ndarray,
                  rejected: np.ndarray) -> tuple[int, dict[int, np.ndarray]]:
-        """Settle undecided tokens by a descent on the dual (in place): certificates and witnesses, each checked
-        over every token; how many it rejected, and for each token it took and left its last direction s (on the
-        support).
+        """`_descend_tokens` on every undecided token, DESCENT_TOKENS at a time, the most probable first (a chunk's
+        certificates settle tokens of later chunks too): how many it rejected, and each token's direction it left."""
+        order = np.flatnonzero(undecided)
+        order = order[np.argsort(-p[order], kind="stable")]
+        found, directions = 0, {}
+        for start in range(0, len(order), DESCENT_TOKENS):
+            tokens = order[start : start + DESCENT_TOKENS]
+            tokens = np.sort(tokens[undecided[tokens]])
+            if len(tokens):
+                rejected_here, left = self._descend_tokens(Z, support, tokens, p, u, undecided, rejected)
+                found += rejected_here
+                directions.update(left)
+        return found, directions
+
+    def _descend_tokens(self, Z: np.ndarray, support: np.ndarray, tokens: np.ndarray, p: np.ndarray, u: np.ndarray,
+                        undecided: np.ndarray, rejected: np.ndarray) -> tuple[int, dict[int, np.ndarray]]:
+        """Settle undecided tokens by a descent on the dual (in place), `tokens` (sorted) at once: certificates and
+        witnesses, each checked over every token; how many it rejected, and for each of `tokens` it left its last
+        direction s (on the support).
 
         Token i is accepted iff some s in A's row space with s_i = 1 has f_i(s) = sum over l != i of
         p_l max(-s_l, c s_l) < p_i (L_i of `dual_bounds`). With s = Z^T z (Z diag(p) Z^T = I: the screen's Z for
@@ -428,8 +446,6 @@ class BATSolver:
         so that sum_l p_l x_l A_l = lam A_i with lam = kappa nu. Where lam >= (1 + c) p_i, gamma = lam - p_i x_i
         >= p_i and q_l = p_l (1 + x_l p_i / gamma) (q_i = 0) is a witness. The smoothing leaves a gap: tokens
         whose optimum lies within a few percent of p_i are left (to `_polish`)."""
-        tokens = np.flatnonzero(undecided)
-        tokens = np.sort(tokens[np.argsort(-p[tokens], kind="stable")][:DESCENT_TOKENS])
         c = self.settings.threshold / (1 - self.settings.threshold)
         ps, at = p[support], np.searchsorted(support, tokens)
         heavy = ps >= DESCENT_TAIL
@@ -677,7 +693,26 @@ def interior_point(A: np.ndarray, b: np.ndarray, c: np.ndarray,
     complementarity below tol / 100). Where it stops short (POLISH_ITERATIONS, normal equations too ill-conditioned to
     factor, or a primal residual that stalls above tol once the rest is optimal: rounding near a degenerate optimum)
     it gives its last iterate, which a caller may only use as it would any point and any dual (checked); None where
-    its iterates are not finite (an infeasible LP)."""
+    its iterates are not finite (an infeasible LP).
+
+    The rows are first made orthonormal: A^T = B R (QR), so A x = b iff B^T x = R^-T b, and y = R^-1 y' for the
+    duals y' of those rows. The normal equations' condition is then D's alone, not the columns' scales (u_l, from
+    0.1 down to 1e-15 over a vocabulary, where tokens of tiny mass settle a tiny token); where R is singular to
+    ROW_RANK (dependent rows, or fewer columns than rows) the rows are used as they are."""
+    if A.shape[1] >= A.shape[0]:
+        basis, R = np.linalg.qr(A.T)
+        diagonal = np.abs(np.diag(R))
+        if diagonal.min() > ROW_RANK * diagonal.max():
+            found = _mehrotra(np.ascontiguousarray(basis.T), scipy.linalg.solve_triangular(R, b, trans="T"), c, tol)
+            if found is None:
+                return None
+            x, y, converged = found
+            return x, scipy.linalg.solve_triangular(R, y), converged
+    return _mehrotra(A, b, c, tol)
+
+
+def _mehrotra(A: np.ndarray, b: np.ndarray, c: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """`interior_point`'s method on rows as they are."""
     n = A.shape[1]
     x, w, z, v, y = np.full(n, 0.5), np.full(n, 0.5), np.ones(n), np.ones(n), np.zeros(A.shape[0])
     b_scale, c_scale = 1 + np.abs(b).max(), 1 + np.abs(c).max()
