@@ -14,7 +14,7 @@ time per position is the mean time per linprog times the tokens the thesis's met
         --states results/tokens/eval.states.parquet --positions 8 --baseline-positions 2 --reference-tokens 10
 `--head results/data/smollm2` takes the source LM's own full head (k = 576); there one linprog takes minutes, so
 `--reference-accepted 2 --reference-tokens 2 --reference-method highs-ipm` checks a few tokens of each kind (HiGHS's
-simplex took more than half an hour on a rejected one). The baseline solver runs on the
+simplex took over 28 minutes on a rejected one). The baseline solver runs on the
 first `--baseline-positions` positions (0: none; v0.2.0 needs about a minute per position at k = 64 and did not
 finish one position of the full head in 15 minutes).
 """
@@ -149,8 +149,8 @@ def main() -> None:
     parser.add_argument("--states", help="the token track's cached evaluation states")
     parser.add_argument("--reference-tokens", type=int, default=20, help="rejected tokens checked per position")
     parser.add_argument("--reference-accepted", type=int, help="accepted tokens checked per position (default: all)")
-    parser.add_argument("--reference-method", default="highs", help="linprog's method for the definition (highs-ipm: "
-                        "minutes per token over the full head, where the simplex takes more than half an hour)")
+    parser.add_argument("--reference-method", default="highs", choices=["highs", "highs-ds", "highs-ipm"], help="linprog's method for the definition (highs-ipm: "
+                        "minutes per token over the full head, where the simplex took over 28 minutes)")
     parser.add_argument("--baseline", default="v0.2.0", help="git revision whose solver runs beside today's")
     parser.add_argument("--baseline-positions", type=int, help="positions the baseline solves (default: all)")
     args = parser.parse_args()

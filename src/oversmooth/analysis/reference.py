@@ -79,8 +79,8 @@ def bat_reject_set(
     HiGHS's feasibility tolerances are set to `feasibility_tol` (its default, 1e-7, would let q_i = 0 pass
     for p_i below about 1e-7). `tokens`: decide only these indices (a subsample of a large vocabulary; the
     others come back not rejected). `method`: linprog's; "highs-ipm" (HiGHS's interior-point method, then its
-    crossover to a vertex) takes minutes per token over a dense head of 49,152 x 577 where its simplex takes more than
-    half an hour on a rejected one. Returns (rejected: bool array, failures: indices whose LP did not solve;
+    crossover to a vertex) takes minutes per token over a dense head of 49,152 x 577 where its simplex took over 28
+    minutes on a rejected one. Returns (rejected: bool array, failures: indices whose LP did not solve;
     never counted as accept or reject).
     """
     from scipy.optimize import linprog

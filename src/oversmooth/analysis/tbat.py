@@ -429,7 +429,7 @@ class BATSolver:
                 rejected_here, left = self._descend_tokens(Z, support, tokens, p, u, undecided, rejected)
                 found += rejected_here
                 directions.update(left)
-        return found, directions
+        return found, {i: s for i, s in directions.items() if undecided[i]}
 
     def _descend_tokens(self, Z: np.ndarray, support: np.ndarray, tokens: np.ndarray, p: np.ndarray, u: np.ndarray,
                         undecided: np.ndarray, rejected: np.ndarray) -> tuple[int, dict[int, np.ndarray]]:
@@ -703,7 +703,8 @@ def interior_point(A: np.ndarray, b: np.ndarray, c: np.ndarray,
         basis, R = np.linalg.qr(A.T)
         diagonal = np.abs(np.diag(R))
         if diagonal.min() > ROW_RANK * diagonal.max():
-            found = _mehrotra(np.ascontiguousarray(basis.T), scipy.linalg.solve_triangular(R, b, trans="T"), c, tol)
+            found = _mehrotra(np.ascontiguousarray(basis.T), scipy.linalg.solve_triangular(R, b, trans="T"), c, tol,
+                              b_scale=1 + np.abs(b).max())
             if found is None:
                 return None
             x, y, converged = found
@@ -711,11 +712,13 @@ def interior_point(A: np.ndarray, b: np.ndarray, c: np.ndarray,
     return _mehrotra(A, b, c, tol)
 
 
-def _mehrotra(A: np.ndarray, b: np.ndarray, c: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray, bool] | None:
-    """`interior_point`'s method on rows as they are."""
+def _mehrotra(A: np.ndarray, b: np.ndarray, c: np.ndarray, tol: float,
+              b_scale: float | None = None) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """`interior_point`'s method on rows as they are; the primal residual's tolerance is tol times b_scale (default
+    1 + max |b|: the caller's b where the rows were transformed)."""
     n = A.shape[1]
     x, w, z, v, y = np.full(n, 0.5), np.full(n, 0.5), np.ones(n), np.ones(n), np.zeros(A.shape[0])
-    b_scale, c_scale = 1 + np.abs(b).max(), 1 + np.abs(c).max()
+    b_scale, c_scale = 1 + np.abs(b).max() if b_scale is None else b_scale, 1 + np.abs(c).max()
     best_primal, stalled = np.inf, 0
     with np.errstate(all="ignore"):  # an infeasible LP drives x or w to 0: its iterates stop being finite
         for _ in range(POLISH_ITERATIONS):
