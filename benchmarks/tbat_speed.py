@@ -149,8 +149,9 @@ def main() -> None:
     parser.add_argument("--states", help="the token track's cached evaluation states")
     parser.add_argument("--reference-tokens", type=int, default=20, help="rejected tokens checked per position")
     parser.add_argument("--reference-accepted", type=int, help="accepted tokens checked per position (default: all)")
-    parser.add_argument("--reference-method", default="highs", choices=["highs", "highs-ds", "highs-ipm"], help="linprog's method for the definition (highs-ipm: "
-                        "minutes per token over the full head, where the simplex took over 28 minutes)")
+    parser.add_argument("--reference-method", default="highs", choices=["highs", "highs-ds", "highs-ipm"],
+                        help="linprog's method for the definition (highs-ipm: minutes per token over the full head, "
+                        "where the simplex took over 28 minutes)")
     parser.add_argument("--baseline", default="v0.2.0", help="git revision whose solver runs beside today's")
     parser.add_argument("--baseline-positions", type=int, help="positions the baseline solves (default: all)")
     args = parser.parse_args()

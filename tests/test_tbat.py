@@ -45,7 +45,7 @@ def test_fast_reject_sets_equal_the_definition_on_random_instances(k, seed):
 
 
 def test_the_definition_by_highs_interior_point_method_gives_its_simplexs_set():
-    # benchmarks/tbat_speed.py checks the full head's tokens this way (its simplex: over half an hour on one token)
+    # benchmarks/tbat_speed.py checks the full head's tokens this way (its simplex: over 28 minutes on one token)
     W, p = random_instance(256, 16, 11, scale=6.0)
     simplex, failures = bat_reject_set(p, W)
     interior, interior_failures = bat_reject_set(p, W, method="highs-ipm")
