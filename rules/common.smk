@@ -61,6 +61,8 @@ from oversmooth.workflow.outputs import (
     planned_outputs,
     tbat_table_names,
     token_heads_at,
+    token_tbat_methods,
+    token_tbat_positions,
 )
 
 
@@ -74,7 +76,8 @@ def library_code(script):
 # Scheduling order (`priority:`): the jobs every metric waits on first. The ground truths are the longest trainings
 # and logit extractions, and the metrics of every model against them cannot start before they end; the prompts and
 # the SmolLM2 conversion (seconds) unblock every logit extraction and sample and the token track, whose states and
-# heads then go with the trainings (else they wait behind the byte track's analysis jobs and end the run last).
+# heads then go with the trainings (else they wait behind the byte track's analysis jobs and end the run last), and
+# so does the full head's TBAT, the longest analysis job (minutes, where the others take seconds).
 # Order only: no result depends on it.
 PRIORITY_PROMPTS, PRIORITY_GROUND_TRUTH, PRIORITY_TRAINING = 100, 90, 50
 

@@ -13,10 +13,11 @@ rule tbat:
     params:
         **library_code("tbat"),
         tbat=tbat_settings,
-        decoding=config["decoding"],
+        decoding=tbat_decoding,
         bootstrap={k: config["metrics"][k] for k in ("bootstrap", "confidence")},
         seed=config["seed"],
     threads: config["tbat"]["threads"]
+    priority: lambda w: PRIORITY_TRAINING if w.model == TOKEN_REFERENCE else 0
     resources:
         **job_resources("cpu"),
     log:

@@ -26,6 +26,8 @@ from oversmooth.workflow.outputs import (
     outputs_table,
     planned_outputs,
     registered_outputs,
+    token_tbat_methods,
+    token_tbat_positions,
 )
 
 CONFIGS = ("config.yaml", "smoke.yaml", "thesis.yaml", "pilot.yaml")
@@ -111,6 +113,18 @@ def test_tok_full_in_the_tbat_ranks_is_a_row_of_tables_e_7_and_e_8_not_of_table_
     config = deep_update(repo_config("config.yaml"), {"tokens": {"tbat_ranks": [4, "full"]}})
     assert output(config, "table_e_7_tokens").rows == ("tok-svd-r4", "tok-learned-r4", "tok-full")
     assert "tok-full" not in output(config, "table_4_1_tokens").rows  # its TBAT is not one of Table 4.1's rows
+
+
+def test_tok_full_takes_its_own_tbat_positions_and_methods_where_set_and_the_heads_the_shared_ones(repo):
+    config = deep_update(repo_config("thesis.yaml"), {"tokens": {"tbat_positions": 8}})
+    every = config["decoding"]["methods"]
+    assert config["tokens"]["full_tbat_positions"] is None  # thesis.yaml: the full head like every head
+    assert token_tbat_positions(config, "tok-full") == token_tbat_positions(config, "tok-svd-r64") == 8
+    assert token_tbat_methods(config, "tok-full") == every and len(every) == 5
+    config = deep_update(config, {"tokens": {"full_tbat_positions": 3, "full_tbat_methods": ["top_p", "pure"]}})
+    assert (token_tbat_positions(config, "tok-full"), token_tbat_positions(config, "tok-learned-r4")) == (3, 8)
+    assert token_tbat_methods(config, "tok-full") == ["pure", "top_p"]  # decoding.methods' order
+    assert token_tbat_methods(config, "tok-svd-r4") == every
 
 
 def test_every_rule_of_the_report_stage_builds_registered_outputs(repo):

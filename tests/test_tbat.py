@@ -190,6 +190,25 @@ def test_a_pinned_pair_whose_system_is_exactly_singular_gives_no_direction():
     assert tbat.Pinned([0, 2], [-0.1, 0.05]).direction(Z, np.ones(3)) is not None  # a regular pair gives one
 
 
+def test_witnesses_checked_in_batches_judge_each_move_alone(monkeypatch):
+    # the screen's and the descent's candidate q's go through one product per WITNESS_BATCH rows: a batch that
+    # holds a witness and two near-misses must accept the witness only, across a batch boundary
+    monkeypatch.setattr(tbat, "WITNESS_BATCH", 2)
+    W, p = random_instance(60, 3, 2)
+    A, u = np.vstack([W.T, np.ones(len(p))]), p / 0.8
+    lp = [scipy.optimize.linprog(np.eye(len(p))[i], A_eq=A, b_eq=A @ p, bounds=np.c_[np.zeros(len(p)), u],
+                                 method="highs") for i in range(len(p))]
+    i = next(i for i, r in enumerate(lp) if r.fun <= 1e-12)  # a rejected token: its optimum q is a witness
+    j = next(j for j in range(len(p)) if lp[i].x[j] > 1e-3 and j != i)  # a token that witness leaves above 0
+    q = np.clip(lp[i].x, 0.0, u)
+    q[i] = 0.0
+    off = q.copy()
+    off[j] += 1e-6  # A q misses A p by about 1e-6
+    solver, support = BATSolver(W), np.arange(len(p))
+    found = solver._witnesses(np.stack([off, q, q]), support, np.array([i, i, j]), solver.Q @ p, p)
+    assert found.tolist() == [False, True, False]  # q is no witness for j: zeroing q_j moves A q
+
+
 def plain_moves_then_descent(W, p, monkeypatch):
     """The tokens the move with w = p leaves (no other move, no repair), and the solver's state after the descent
     on them, with the q of every witness it accepted (token, q)."""
@@ -197,9 +216,14 @@ def plain_moves_then_descent(W, p, monkeypatch):
     monkeypatch.setattr(tbat, "REPAIR_POWERS", (1.0,))
     monkeypatch.setattr(tbat, "REPAIR_ROUNDS", 0)
     solver, u = BATSolver(W), p / 0.8
-    witnesses, is_witness = [], solver._is_witness
-    monkeypatch.setattr(solver, "_is_witness", lambda q, support, i, b, p_i: is_witness(q, support, i, b, p_i)
-                        and not witnesses.append((i, support, q.copy())))
+    witnesses, check = [], solver._witnesses
+
+    def recorded(q_support, support, tokens, b, p):
+        found = check(q_support, support, tokens, b, p)
+        witnesses.extend((i, support, q.copy()) for i, q, ok in zip(tokens, q_support, found) if ok)
+        return found
+
+    monkeypatch.setattr(solver, "_witnesses", recorded)
     undecided, rejected = (p <= 0.2) & (u > 1e-9), u <= 1e-9
     _, Z = solver._screen(p, u, undecided, rejected)
     left = np.flatnonzero(undecided)
@@ -221,7 +245,8 @@ def test_the_descents_witnesses_and_certificates_give_the_definitions_answers(mo
     for i, support, q_support in witnesses:
         q = np.zeros(len(p))
         q[support] = q_support
-        assert q[i] == 0 and q.min() >= 0 and (q - u).max() <= 0 and np.abs(A @ q - A @ p).max() < 1e-9
+        q[i] = 0.0  # the q that `_witnesses` checked: 0 at its token
+        assert q.min() >= 0 and (q - u).max() <= 0 and np.abs(A @ q - A @ p).max() < 1e-9
 
 
 def test_the_descent_takes_every_undecided_token_a_chunk_at_a_time(monkeypatch):
@@ -328,7 +353,7 @@ def test_interior_point_never_claims_to_solve_an_infeasible_lp():
 
 
 def test_a_descent_witness_that_fails_its_check_rejects_nothing(monkeypatch):
-    monkeypatch.setattr(BATSolver, "_is_witness", lambda *args: False)  # every q (the descent's too) refused
+    monkeypatch.setattr(BATSolver, "_witnesses", lambda self, q, *args: np.zeros(len(q), dtype=bool))  # every q refused
     W, p = random_instance(2500, 16, 5, scale=4.0)
     left, undecided, rejected, witnesses, *_ = plain_moves_then_descent(W, p, monkeypatch)
     assert not rejected[left].any() and undecided[left].sum() == 19 and not witnesses

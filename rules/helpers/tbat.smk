@@ -21,9 +21,15 @@ def tbat_inputs(wildcards):
     return {"logits": logits_path(wildcards.model), "checkpoint": model_path(wildcards.model, "best.pt")}
 
 
+def tbat_decoding(wildcards):
+    """`decoding` with a token-track head's methods (tok-full's `tokens.full_tbat_methods` where set)."""
+    return {**config["decoding"], "methods": token_tbat_methods(config, wildcards.model)}
+
+
 def tbat_settings(wildcards):
-    """`tbat` without its threads; a token-track head's positions are `tokens.tbat_positions`."""
+    """`tbat` without its threads; a token-track head's positions are `tokens.tbat_positions` (tok-full's
+    `tokens.full_tbat_positions` where set)."""
     settings = settings_without_threads(config["tbat"])
     if is_token_model(wildcards.model):
-        settings["positions"] = config["tokens"]["tbat_positions"]
+        settings["positions"] = token_tbat_positions(config, wildcards.model)
     return settings

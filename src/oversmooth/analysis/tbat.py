@@ -83,6 +83,7 @@ SCREEN_ERROR = 1e-7  # the screen's bound on K's rounding error, relative to sqr
 REPAIR_POWERS = (1.0, 1.5)  # the repairs' moves, after every plain move, for the tokens those left
 REPAIR_FIXED = 256  # the repair gives up on a token once its move would pin more tokens than this at a bound
 REPAIR_ROUNDS = 12  # rounds of pinning (each one product Z^T R over the tokens still in repair)
+WITNESS_BATCH = 64  # the screen's and the descent's candidate witnesses checked in one product (64 x V values)
 DESCENT_ROWS = 100  # the dual descent runs (a large vocabulary, after the repairs) where A has more rows than this;
 # with fewer, the LPs it would save take about as long as it does (k = 64: 0.05 s each)
 DESCENT_ROUNDS = 300  # its iterations at most
@@ -249,10 +250,12 @@ class Pinned:
 class BATSolver:
     """The BAT-reject set of one model's outputs, position after position."""
 
-    def __init__(self, W: np.ndarray, settings: TBATSettings = TBATSettings()):
+    def __init__(self, W: np.ndarray, settings: TBATSettings = TBATSettings(), basis: np.ndarray | None = None):
+        """`basis`: `row_basis(W, settings.rank_tol)` where the caller has it (over 49,152 tokens at k = 576 its
+        SVD takes about 7 s)."""
         self.settings = settings
         self.V = W.shape[0]
-        self.Q = row_basis(np.asarray(W, dtype=np.float64), settings.rank_tol)
+        self.Q = row_basis(np.asarray(W, dtype=np.float64), settings.rank_tol) if basis is None else basis
         self.full_rank = self.Q.shape[0] == self.V
         self.highs = self._build_lp(np.arange(self.V)) if not self.full_rank and self.V <= FULL_LP_COLUMNS else None
 
@@ -476,14 +479,13 @@ class BATSolver:
             nu = np.einsum("ij,ij->j", Zi[:, a], g) / norms[a]
             slopes -= (g - Zi[:, a] * nu).T @ Z
             kappa = np.minimum(np.where(slopes > c, c / slopes, 1.0), np.where(slopes < -1, -1 / slopes, 1.0)).min(1)
+            moves = {}
             for j in np.flatnonzero(kappa * nu >= (1 + c) * p[tokens[a]]):
                 i, moved = tokens[a[j]], kappa[j] * slopes[j]
                 gamma = kappa[j] * nu[j] - p[i] * moved[at[a[j]]]
-                q = np.clip(ps * (1 + moved * p[i] / gamma), 0.0, u[support])
-                q[at[a[j]]] = 0.0
-                if undecided[i] and self._is_witness(q, support, i, b, p[i]):
-                    rejected[i], undecided[i] = True, False
-                    found += 1
+                if undecided[i]:
+                    moves[int(i)] = np.clip(ps * (1 + moved * p[i] / gamma), 0.0, u[support])
+            found += self._reject_witnesses(moves, support, b, p, undecided, rejected)
             active &= undecided[tokens]
             if not active.any():
                 break
@@ -581,6 +583,7 @@ class BATSolver:
                 if not directions:
                     break
                 D = -(Z.T @ np.stack(list(directions.values()), axis=1)) * w[:, None]
+                moves = {}
                 for i, d in zip(list(directions), D.T):
                     at = np.asarray(pinned[i].at)
                     d[at] = pinned[i].values
@@ -592,30 +595,47 @@ class BATSolver:
                         pinned[i].values.extend(np.clip(d[crossed], low[crossed], high[crossed]).tolist())
                         continue
                     del pinned[i]
-                    q = np.clip(p[support] + d, 0.0, u[support])
-                    if not len(crossed) and self._is_witness(q, support, i, b, p[i]):
-                        rejected[i], undecided[i] = True, False
-                        found += 1
+                    if not len(crossed):
+                        moves[i] = np.clip(p[support] + d, 0.0, u[support])
+                found += self._reject_witnesses(moves, support, b, p, undecided, rejected)
         return found
 
-    def _is_witness(self, q_support: np.ndarray, support: np.ndarray, i: int, b: np.ndarray, p_i: float) -> bool:
-        """Whether q (q_support on the support, 0 elsewhere and at i), inside [0, u], meets A q = A p: to the LPs'
-        tolerance and to SCREEN_ERROR of the mass moved (dropping a token of mass below the tolerance would
-        otherwise pass without any move; its repair, exact, misses A p by rounding, ~1e-16 p_i)."""
-        q = np.zeros(self.V)
-        q[support] = q_support
-        q[i] = 0.0
-        tol = min(10 * self.settings.feasibility_tol, SCREEN_ERROR * p_i)
-        return bool(np.abs(self.Q @ q - b).max() <= tol)
+    def _reject_witnesses(self, moves: dict[int, np.ndarray], support: np.ndarray, b: np.ndarray, p: np.ndarray,
+                          undecided: np.ndarray, rejected: np.ndarray) -> int:
+        """Reject each token i of `moves` whose q (its move on the support) is a witness (in place); how many."""
+        if not moves:
+            return 0
+        tokens = np.fromiter(moves, dtype=np.int64, count=len(moves))
+        good = tokens[self._witnesses(np.stack(list(moves.values())), support, tokens, b, p)]
+        rejected[good], undecided[good] = True, False
+        return len(good)
+
+    def _witnesses(self, q_support: np.ndarray, support: np.ndarray, tokens: np.ndarray, b: np.ndarray,
+                   p: np.ndarray) -> np.ndarray:
+        """Which rows q of q_support (q on the support, 0 elsewhere and at its token of `tokens`), inside [0, u],
+        meet A q = A p: to the LPs' tolerance and to SCREEN_ERROR of the mass moved (dropping a token of mass below
+        the tolerance would otherwise pass without any move; its repair, exact, misses A p by rounding, ~1e-16 p_i).
+        Checked over every token, WITNESS_BATCH rows in one product (one pass over A's rows, not one a row)."""
+        tol = np.minimum(10 * self.settings.feasibility_tol, SCREEN_ERROR * p[tokens])
+        found = np.zeros(len(tokens), dtype=bool)
+        for start in range(0, len(tokens), WITNESS_BATCH):
+            batch = slice(start, start + WITNESS_BATCH)
+            q = np.zeros((len(tokens[batch]), self.V))
+            q[:, support] = q_support[batch]
+            q[np.arange(len(q)), tokens[batch]] = 0.0
+            found[batch] = np.abs(q @ self.Q.T - b).max(1) <= tol[batch]
+        return found
 
     def _whitened(self, support: np.ndarray, w: np.ndarray, candidates: np.ndarray):
         """Z with Z^T Z = K = Q^T M^+ Q on the support, M = Q diag(w) Q^T inverted on its eigenvalues above largest /
         SCREEN_CONDITION; K's diagonal; each candidate Q_i's norm outside the range kept (the move's miss)."""
-        Qs = self.Q[:, support]
-        eigenvalues, vectors = np.linalg.eigh((Qs * w) @ Qs.T)
+        Qs = self.Q if len(support) == self.V else self.Q[:, support]  # no copy where every token has mass
+        X = Qs * np.sqrt(w)
+        eigenvalues, vectors = np.linalg.eigh(X @ X.T)  # X X^T: NumPy's symmetric product, half a general one's work
         kept = eigenvalues > eigenvalues[-1] / SCREEN_CONDITION
-        Z = (vectors[:, kept] / np.sqrt(eigenvalues[kept])).T @ Qs
-        miss = np.linalg.norm(vectors[:, ~kept].T @ self.Q[:, candidates], axis=0)
+        Z = np.ascontiguousarray((vectors[:, kept] / np.sqrt(eigenvalues[kept])).T) @ Qs
+        miss = np.linalg.norm(vectors[:, ~kept].T @ self.Q[:, candidates], axis=0) if not kept.all() else \
+            np.zeros(len(candidates))
         return Z, np.einsum("ij,ij->j", Z, Z), miss
 
     def _screen_bounded(self, Z, K, at, candidates, p, miss, undecided, rejected) -> None:
@@ -791,25 +811,29 @@ class TBATRow:
 
 
 def tbat_positions(
-    W: np.ndarray, probs: np.ndarray, settings: TBATSettings, *, workers: int = 1, log_every: int = 0
+    W: np.ndarray, probs: np.ndarray, settings: TBATSettings, *, basis: np.ndarray | None = None, workers: int = 1,
+    log_every: int = 0
 ) -> list[TBATRow]:
-    """TBAT of every row of `probs` (n, V) for head matrix W, over `workers` processes."""
+    """TBAT of every row of `probs` (n, V) for head matrix W (its row basis `basis` where known), over `workers`
+    processes."""
     if workers <= 1 or len(probs) < 2 * workers:
-        return list(_tbat_chunk(W, probs, settings, 0, log_every))
+        return list(_tbat_chunk(W, basis, probs, settings, 0, log_every))
     from concurrent.futures import ProcessPoolExecutor
 
     chunks = np.array_split(np.arange(len(probs)), workers)
     with ProcessPoolExecutor(workers) as pool:
-        futures = [pool.submit(_tbat_list, W, probs[c], settings, int(c[0]), log_every) for c in chunks if len(c)]
+        futures = [pool.submit(_tbat_list, W, basis, probs[c], settings, int(c[0]), log_every) for c in chunks
+                   if len(c)]
         return [row for f in futures for row in f.result()]
 
 
-def _tbat_list(W, probs, settings, offset, log_every) -> list[TBATRow]:
-    return list(_tbat_chunk(W, probs, settings, offset, log_every))
+def _tbat_list(W, basis, probs, settings, offset, log_every) -> list[TBATRow]:
+    return list(_tbat_chunk(W, basis, probs, settings, offset, log_every))
 
 
-def _tbat_chunk(W: np.ndarray, probs: np.ndarray, settings: TBATSettings, offset: int, log_every: int) -> Iterator[TBATRow]:
-    solver = BATSolver(W, settings)
+def _tbat_chunk(W: np.ndarray, basis: np.ndarray | None, probs: np.ndarray, settings: TBATSettings, offset: int,
+                log_every: int) -> Iterator[TBATRow]:
+    solver = BATSolver(W, settings, basis)
     started = time.perf_counter()
     for n, p in enumerate(probs):
         result = solver.reject_set(p)
@@ -841,14 +865,15 @@ def model_tbat(
     workers: int = 1,
 ) -> pa.Table:
     """TBAT at sampled positions (`rows`: the same for every model) after each decoding, to Parquet."""
+    basis = row_basis(np.asarray(W, dtype=np.float64), settings.rank_tol)  # once for every decoding
     log.info("k = %d (rank of [W^T; 1^T] %d), V = %d: %d positions x %d decodings, %d workers", W.shape[1],
-             row_basis(W, settings.rank_tol).shape[0], W.shape[0], len(rows.position), len(decodings), workers)
+             basis.shape[0], W.shape[0], len(rows.position), len(decodings), workers)
     tables = []
     for decoding in decodings:
         probs = np.exp(decoding(rows.logprobs.astype(np.float64)))
         probs /= probs.sum(1, keepdims=True)
         started = time.perf_counter()
-        results = tbat_positions(W, probs, settings, workers=workers, log_every=max(1, len(probs) // 5))
+        results = tbat_positions(W, probs, settings, basis=basis, workers=workers, log_every=max(1, len(probs) // 5))
         failed = sum(r.failed for r in results)
         log.info("%s: mean TBAT %.4g, %d LP solves, %d solver failures, %.1f s", decoding.method,
                  np.nanmean([r.tbat for r in results]), sum(r.lp_solves for r in results), failed,

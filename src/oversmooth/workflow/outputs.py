@@ -182,6 +182,21 @@ def token_heads_at(config: Mapping, ranks_key: str) -> list[str]:
     return heads + [TOKEN_REFERENCE] * ("full" in wanted and bool(config["tokens"]["ranks"]))
 
 
+def token_tbat_positions(config: Mapping, model: str) -> int:
+    """How many evaluation positions a token-track head's TBAT takes: `tokens.full_tbat_positions` for tok-full
+    where it is set, else `tokens.tbat_positions`."""
+    tokens = config["tokens"]
+    full = tokens.get("full_tbat_positions")
+    return int(full) if model == TOKEN_REFERENCE and full is not None else int(tokens["tbat_positions"])
+
+
+def token_tbat_methods(config: Mapping, model: str) -> list[str]:
+    """The decoding methods a token-track head's TBAT is computed after: `tokens.full_tbat_methods` for tok-full
+    where it is set (in `decoding.methods`' order), else `decoding.methods`."""
+    methods, full = config["decoding"]["methods"], config["tokens"].get("full_tbat_methods")
+    return [m for m in methods if m in full] if model == TOKEN_REFERENCE and full is not None else list(methods)
+
+
 def token_analysed_heads(config: Mapping) -> tuple[str, ...]:
     """The token-track heads an exact analysis runs on (TBAT or unargmaxable tokens), without repeats."""
     return tuple(dict.fromkeys(token_heads_at(config, "tbat_ranks") + token_heads_at(config, "unargmaxable_ranks")))

@@ -41,6 +41,7 @@ from oversmooth.core.catalog import (
     training_settings,
 )
 from oversmooth.workflow.config import load_config
+from oversmooth.workflow.outputs import token_tbat_methods, token_tbat_positions
 
 REPO = Path(__file__).resolve().parents[3]
 # bf16 dense peak FLOP/s per GPU (vendor data sheets; SXM parts)
@@ -316,7 +317,8 @@ class Planner:
         model = wildcards["model"]
         methods = len(self.config["decoding"]["methods"])
         if is_token_model(model):  # every method at pure sampling's rate (greedy and top-k need no LP)
-            seconds = self.config["tokens"]["tbat_positions"] * methods * _measured_around(self.costs.token_tbat_s, model)
+            seconds = (token_tbat_positions(self.config, model) * len(token_tbat_methods(self.config, model))
+                       * _measured_around(self.costs.token_tbat_s, model))
         else:
             k = bottleneck_of(model) if not model.startswith("gt-") else 256
             seconds = self.config["tbat"]["positions"] * methods * self.costs.tbat_s_per_position * math.sqrt(k / 4)
