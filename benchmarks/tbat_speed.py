@@ -5,7 +5,8 @@ Random heads W (256 x k) and outputs p = softmax(W z), or real positions of a tr
     python benchmarks/tbat_speed.py --checkpoint results/models/bn-8/best.pt --logits results/logits/bn-8.parquet
 Prints, per k, seconds per position of ours, of the solver at `--baseline` (a git revision, default the tag
 v0.2.0) and of the thesis's method, the ratios, LP solves per position, and whether the reject sets are identical
-(goal: >= 100x the thesis's method for every k <= 32, and no LP at full rank).
+(goal: >= 100x the thesis's method for every k <= 32, and no LP at full rank). Every solver runs on one BLAS
+thread, as a TBAT job of `threads: 1` does.
 
 A token-track head over its whole vocabulary (49,152 tokens: one linprog per token would take hours per position,
 so it runs on a subsample of tokens, every token our solver accepts and `--reference-tokens` it rejects, and its
@@ -28,7 +29,7 @@ import numpy as np
 from shared import module_at, token_head
 
 from oversmooth.analysis.reference import bat_reject_set
-from oversmooth.analysis.tbat import BATSolver, TBATSettings
+from oversmooth.analysis.tbat import BATSolver, TBATSettings, one_blas_thread
 from oversmooth.extraction.logit_tables import sampled_logit_rows
 
 
@@ -155,6 +156,7 @@ def main() -> None:
     parser.add_argument("--baseline", default="v0.2.0", help="git revision whose solver runs beside today's")
     parser.add_argument("--baseline-positions", type=int, help="positions the baseline solves (default: all)")
     args = parser.parse_args()
+    one_blas_thread()  # one core, as a TBAT job of one thread runs
     settings = TBATSettings()
     if args.head:
         W, probs = token_outputs(args.head, args.states, args.positions, args.seed)

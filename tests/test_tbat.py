@@ -3,10 +3,13 @@
 import numpy as np
 import pytest
 import scipy.optimize
+import threadpoolctl
 
 from oversmooth.analysis import tbat
 from oversmooth.analysis.reference import bat_reject_set
-from oversmooth.analysis.tbat import BATSolver, TBATSettings, dual_bounds, row_basis, tbat_positions
+from oversmooth.analysis.tbat import (
+    BATSolver, TBATSettings, dual_bounds, one_blas_thread, row_basis, tbat_positions,
+)
 from oversmooth.extraction.logit_tables import sample_positions
 
 
@@ -249,6 +252,17 @@ def test_the_descents_witnesses_and_certificates_give_the_definitions_answers(mo
         assert q.min() >= 0 and (q - u).max() <= 0 and np.abs(A @ q - A @ p).max() < 1e-9
 
 
+def test_the_descents_momentum_restarts_only_where_it_carried_the_iterate_uphill():
+    # columns are tokens; the gradient step from y is y - step = (1, 0) for both; the last move step - x is
+    # (1, 0) for the first (the same way: uphill, momentum reset to 1) and (-1, 0) for the second (kept)
+    y, step = np.array([[1.0, 1.0], [0.0, 0.0]]), np.zeros((2, 2))
+    x = np.array([[-1.0, 1.0], [0.0, 0.0]])
+    assert tbat._restarted(np.array([3.5, 3.5]), y, step, x).tolist() == [1.0, 3.5]
+    # orthogonal moves (dot product 0) keep their momentum
+    assert tbat._restarted(np.array([2.0]), np.array([[1.0], [0.0]]), np.zeros((2, 1)),
+                           np.array([[0.0], [-1.0]])).tolist() == [2.0]
+
+
 def test_the_descent_takes_every_undecided_token_a_chunk_at_a_time(monkeypatch):
     # more tokens left than DESCENT_TOKENS: the less probable ones used to get no descent and no direction (so no
     # polish), and went to the dense LPs (SmolLM2's head: 378 tokens at one position, over 24 minutes)
@@ -258,18 +272,26 @@ def test_the_descent_takes_every_undecided_token_a_chunk_at_a_time(monkeypatch):
     assert len(left) > 2 * 8 and len(directions) == undecided.sum() > 8  # the helper: one for every token left
 
 
+def shorten_the_descent(monkeypatch):
+    """The descent stopped at 300 iterations, checked every 20: on `random_instance(4000, 48, 2, 6.0)` it leaves 42
+    tokens to the polish (1000 iterations, checked every 100, leave 29, none needing a second LP)."""
+    monkeypatch.setattr(tbat, "DESCENT_ROUNDS", 300)
+    monkeypatch.setattr(tbat, "DESCENT_CHECK", 20)
+
+
 @pytest.mark.parametrize("rows", ["orthonormal", "as_they_are"])
 def test_the_polish_settles_the_tokens_the_descent_leaves_as_the_definition_does(monkeypatch, rows):
     # a higher rank: the smoothed descent leaves most of the tokens the move left (their optima lie near p_i); from
-    # each one's direction one LP over a part of P (interior point; no second LP here) settles all 40, the
+    # each one's direction one LP over a part of P (interior point; no second LP here) settles all 42, the
     # definition agreeing on each. With A's rows made orthonormal every LP converges; with its rows as they are
     # (columns scaled by u) the method stalled short of its tolerance on some here (rounding near a degenerate
-    # optimum, so not asserted) and its last iterate decided (returning nothing there left 3 of the 40)
+    # optimum, so not asserted) and its last iterate decided (returning nothing there left 3 of 40)
     monkeypatch.setattr(tbat, "POLISH_ROUNDS", 1)
     monkeypatch.setattr(tbat, "ROW_RANK", tbat.ROW_RANK if rows == "orthonormal" else np.inf)
+    shorten_the_descent(monkeypatch)
     W, p = random_instance(4000, 48, 2, scale=6.0)
     left, undecided, rejected, witnesses, solver, directions = plain_moves_then_descent(W, p, monkeypatch)
-    assert len(directions) == 40 and len(witnesses) == rejected[left].sum() > 0
+    assert len(directions) == 42 and len(witnesses) == rejected[left].sum() > 0
     support, u = np.flatnonzero(p > 0), p / 0.8
     converged, interior_point = [], tbat.interior_point
     monkeypatch.setattr(tbat, "interior_point", lambda *args: converged.append((x := interior_point(*args))[2]) or x)
@@ -277,7 +299,7 @@ def test_the_polish_settles_the_tokens_the_descent_leaves_as_the_definition_does
         if undecided[i]:
             solver._polish(i, support, directions[i], p, u, undecided, rejected)
     polished = [i for i in directions if not undecided[i]]
-    assert len(polished) == 40 and 0 < rejected[polished].sum() < 40  # both answers among them
+    assert len(polished) == 42 and 0 < rejected[polished].sum() < 42  # both answers among them
     if rows == "orthonormal":
         assert all(converged)
     expected, failures = bat_reject_set(p, W, tokens=left)
@@ -290,6 +312,7 @@ def test_the_polishs_next_lp_frees_the_tail_tokens_its_dual_wants_elsewhere(monk
     # of A and 50 kinks), the same answers as the definition, some tokens after more than one LP
     monkeypatch.setattr(tbat, "FREE_COLUMNS", 0)
     monkeypatch.setattr(tbat, "POLISH_KINKS", 50)
+    shorten_the_descent(monkeypatch)
     W, p = random_instance(4000, 48, 2, scale=6.0)
     left, undecided, rejected, _, solver, directions = plain_moves_then_descent(W, p, monkeypatch)
     support, u = np.flatnonzero(p > 0), p / 0.8
@@ -482,3 +505,12 @@ def test_a_witness_outside_the_polytope_is_solved_again_from_scratch_and_a_secon
     monkeypatch.setattr(tbat.PositionLP, "_witness", lambda self, values: None)
     failed = BATSolver(W).reject_set(p)
     assert failed.failed and np.isnan(failed.tbat(p)) and failed.stats["status"] == "witness outside the polytope"
+
+
+def test_a_tbat_worker_runs_blas_on_one_thread():
+    # Snakemake sets OPENBLAS_NUM_THREADS to a job's threads, and a TBAT job's threads are its worker processes:
+    # each worker (the pool's initializer) brings its own BLAS down to one thread
+    with threadpoolctl.threadpool_limits(2):
+        assert any(info["num_threads"] == 2 for info in threadpoolctl.threadpool_info())
+        one_blas_thread()
+        assert {info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas"} == {1}

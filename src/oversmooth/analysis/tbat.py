@@ -25,11 +25,12 @@ c = threshold / (1 - threshold), so that u = p (1 + c). Facts the solver uses:
   k = 576 it leaves tens to a few hundred tokens.
 - The dual descent (no LP; where A has more than DESCENT_ROWS rows): an accelerated gradient method on the dual of
   min q_i (below), smoothed, DESCENT_TOKENS tokens at a time; certificates from its iterates, witnesses from its
-  gradient's slopes (`_descend`). At k = 576 it leaves 4-378 of them. The polish (`_polish`) settles each of those by
-  min q_i over parts of P chosen from the descent's direction, by a dense interior-point method (A's rows made
-  orthonormal first: tokens of mass 1e-15 beside 0.1 would otherwise condition it), freeing the tail tokens that
-  carry the duality gap until the token is settled (POLISH_ROUNDS at most): at k = 576 it left none for HiGHS at the
-  positions measured (a token left gets at most DENSE_PRICING_ROUNDS rounds of LPs, then its position fails).
+  gradient's slopes (`_descend`). At k = 576 it leaves 0-72 of them (the demo's positions measured). The polish
+  (`_polish`) settles each of those by min q_i over parts of P chosen from the descent's direction, by a dense
+  interior-point method (A's rows made orthonormal first: tokens of mass 1e-15 beside 0.1 would otherwise condition
+  it), freeing the tail tokens that carry the duality gap until the token is settled (POLISH_ROUNDS at most): at
+  k = 576 it left none for HiGHS at the positions measured (a token left gets at most DENSE_PRICING_ROUNDS rounds of
+  LPs, then its position fails).
 - For any s in the row space of A, min over P of q_i >= L_i(s) = p.s - sum_l u_l max(s_l - [l = i], 0)
   (weak LP duality). L_i(s) > 0 proves i accepted (a certificate). Candidates for s: the least-squares direction
   K_(., i) / K_ii (the screen computes it), reweighted directions, and the dual solution of every LP solved.
@@ -59,6 +60,7 @@ import highspy
 import numpy as np
 import pyarrow as pa
 import scipy.linalg
+import threadpoolctl
 
 from oversmooth.core.io import write_parquet
 from oversmooth.core.logs import get_logger
@@ -86,8 +88,9 @@ REPAIR_ROUNDS = 12  # rounds of pinning (each one product Z^T R over the tokens 
 WITNESS_BATCH = 64  # the screen's and the descent's candidate witnesses checked in one product (64 x V values)
 DESCENT_ROWS = 100  # the dual descent runs (a large vocabulary, after the repairs) where A has more rows than this;
 # with fewer, the LPs it would save take about as long as it does (k = 64: 0.05 s each)
-DESCENT_ROUNDS = 300  # its iterations at most
-DESCENT_CHECK = 20  # its certificates and witnesses are checked every this many iterations
+DESCENT_ROUNDS = 1000  # its iterations at most
+DESCENT_CHECK = 100  # its certificates and witnesses are checked every this many iterations (3 products of
+# tokens x r x V each)
 DESCENT_SMOOTHING = 0.2  # its smoothing width for token i: this times p_i (in units of s_i = 1)
 DESCENT_TAIL = 1e-7  # its iterations leave out tokens of smaller mass (its checks take every token)
 DESCENT_TOKENS = 256  # it takes the undecided tokens this many at a time, the most probable first
@@ -443,11 +446,12 @@ class BATSolver:
         Token i is accepted iff some s in A's row space with s_i = 1 has f_i(s) = sum over l != i of
         p_l max(-s_l, c s_l) < p_i (L_i of `dual_bounds`). With s = Z^T z (Z diag(p) Z^T = I: the screen's Z for
         w = p) the descent minimises f_i smoothed (each kink rounded over a width mu_i = DESCENT_SMOOTHING p_i, so
-        the gradient is Lipschitz with constant (1 + c) / (2 mu_i)) on the plane z . Z_i = 1, accelerated (FISTA),
-        every undecided token at once. The gradient's weights x_l, the kinks' slopes, lie in [-1, c]: a primal
-        point. Z (p x) = nu Z_i + g; x - Z^T g meets Z (p x) = nu Z_i exactly, scaled by kappa <= 1 into [-1, c],
-        so that sum_l p_l x_l A_l = lam A_i with lam = kappa nu. Where lam >= (1 + c) p_i, gamma = lam - p_i x_i
-        >= p_i and q_l = p_l (1 + x_l p_i / gamma) (q_i = 0) is a witness. The smoothing leaves a gap: tokens
+        the gradient is Lipschitz with constant (1 + c) / (2 mu_i)) on the plane z . Z_i = 1, accelerated (FISTA,
+        its momentum restarted where it carried a token's iterate uphill: `_restarted`), every undecided token at
+        once. The gradient's weights x_l, the kinks' slopes, lie in [-1, c]: a primal point. Z (p x) = nu Z_i + g;
+        x - Z^T g meets Z (p x) = nu Z_i exactly, scaled by kappa <= 1 into [-1, c], so that sum_l p_l x_l A_l =
+        lam A_i with lam = kappa nu. Where lam >= (1 + c) p_i, gamma = lam - p_i x_i >= p_i and
+        q_l = p_l (1 + x_l p_i / gamma) (q_i = 0) is a witness. The smoothing leaves a gap: tokens
         whose optimum lies within a few percent of p_i are left (to `_polish`)."""
         c = self.settings.threshold / (1 - self.settings.threshold)
         ps, at = p[support], np.searchsorted(support, tokens)
@@ -465,6 +469,7 @@ class BATSolver:
             g = (Zh @ (slopes * ph).T).astype(np.float64)
             g -= Zi[:, a] * (np.einsum("ij,ij->j", Zi[:, a], g) / norms[a])  # within the plane
             step = y[:, a] - (2 * mu[a] / (1 + c)) * g
+            momentum[a] = _restarted(momentum[a], y[:, a], step, x[:, a])
             following = (1 + np.sqrt(1 + 4 * momentum[a] ** 2)) / 2
             y[:, a] = step + ((momentum[a] - 1) / following) * (step - x[:, a])
             x[:, a], momentum[a] = step, following
@@ -792,6 +797,14 @@ def _step_to_bound(a: np.ndarray, da: np.ndarray) -> float:
     return float((-a[falling] / da[falling]).min()) if falling.any() else np.inf
 
 
+def _restarted(momentum: np.ndarray, y: np.ndarray, step: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """FISTA's momentum with the gradient restart (O'Donoghue and Candes 2015) per column: 1 where the gradient step
+    from y (y - step, along the gradient) and the last move (step - x) point the same way, i.e. the momentum
+    carried the iterate uphill."""
+    uphill = np.einsum("ij,ij->j", y - step, step - x) > 0
+    return np.where(uphill, 1.0, momentum)
+
+
 def _kink_slopes(s: np.ndarray, mu: np.ndarray, c: float) -> np.ndarray:
     """The slopes of max(-s, c s) with its kink rounded over width mu (per row): in [-1, c]."""
     return (1 + c) / 2 * np.clip(s / mu[:, None], -1, 1) + (c - 1) / 2
@@ -821,10 +834,18 @@ def tbat_positions(
     from concurrent.futures import ProcessPoolExecutor
 
     chunks = np.array_split(np.arange(len(probs)), workers)
-    with ProcessPoolExecutor(workers) as pool:
+    with ProcessPoolExecutor(workers, initializer=one_blas_thread) as pool:
         futures = [pool.submit(_tbat_list, W, basis, probs[c], settings, int(c[0]), log_every) for c in chunks
                    if len(c)]
         return [row for f in futures for row in f.result()]
+
+
+def one_blas_thread() -> None:
+    """BLAS on one thread in this process: a TBAT worker's. Snakemake sets OPENBLAS_NUM_THREADS to a job's threads,
+    which are its workers here, and each would start that many. With two threads on two cores the polish's
+    matrix-vector products took 14 times as long (3.2 ms against 0.23), and its LPs for 40 tokens of SmolLM2's head
+    24.4 s against 11.6."""
+    threadpoolctl.threadpool_limits(1)
 
 
 def _tbat_list(W, basis, probs, settings, offset, log_every) -> list[TBATRow]:
