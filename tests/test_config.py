@@ -20,7 +20,7 @@ def _default(repo):
 
 
 SHIPPED = [("config.yaml",), ("thesis.yaml",), ("pilot.yaml",), ("smoke.yaml",), ("smoke.yaml", "smoke-teacher.yaml"),
-           ("teacher.yaml",), ("thesis.yaml", "thesis-teacher.yaml"), ("full-head.yaml",)]
+           ("teacher.yaml",), ("thesis.yaml", "thesis-teacher.yaml")]
 
 
 @pytest.mark.parametrize("names", SHIPPED)

@@ -113,9 +113,8 @@ def test_tok_full_in_the_tbat_ranks_is_a_row_of_tables_e_7_and_e_8_not_of_table_
     config = deep_update(repo_config("config.yaml"), {"tokens": {"tbat_ranks": [4, "full"]}})
     assert output(config, "table_e_7_tokens").rows == ("tok-svd-r4", "tok-learned-r4", "tok-full")
     assert "tok-full" not in output(config, "table_4_1_tokens").rows  # its TBAT is not one of Table 4.1's rows
-    # the demo leaves the full head's TBAT out (its budget); config/full-head.yaml adds it
-    assert "tok-full" not in output(repo_config("config.yaml"), "table_e_7_tokens").rows
-    assert output(repo_config("full-head.yaml"), "table_e_8_tokens").rows[-1] == "tok-full"
+    # the demo analyses the full head too (at its tokens.full_tbat_positions)
+    assert output(repo_config("config.yaml"), "table_e_8_tokens").rows[-1] == "tok-full"
 
 
 def test_tok_full_takes_its_own_tbat_positions_and_methods_where_set_and_the_heads_the_shared_ones(repo):
