@@ -507,10 +507,17 @@ def test_a_witness_outside_the_polytope_is_solved_again_from_scratch_and_a_secon
     assert failed.failed and np.isnan(failed.tbat(p)) and failed.stats["status"] == "witness outside the polytope"
 
 
+def blas_threads() -> set[int]:
+    return {info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas"}
+
+
 def test_a_tbat_worker_runs_blas_on_one_thread():
     # Snakemake sets OPENBLAS_NUM_THREADS to a job's threads, and a TBAT job's threads are its worker processes:
-    # each worker (the pool's initializer) brings its own BLAS down to one thread
+    # each worker (the pool's initializer) brings its own BLAS down to one thread, the job's own process keeps its
     with threadpoolctl.threadpool_limits(2):
-        assert any(info["num_threads"] == 2 for info in threadpoolctl.threadpool_info())
+        assert blas_threads() == {2}
+        with tbat.worker_pool(2) as pool:
+            assert pool.submit(blas_threads).result() == {1}
+        assert blas_threads() == {2}
         one_blas_thread()
-        assert {info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas"} == {1}
+        assert blas_threads() == {1}

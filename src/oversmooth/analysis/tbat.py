@@ -54,6 +54,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import highspy
@@ -831,13 +832,16 @@ def tbat_positions(
     processes."""
     if workers <= 1 or len(probs) < 2 * workers:
         return list(_tbat_chunk(W, basis, probs, settings, 0, log_every))
-    from concurrent.futures import ProcessPoolExecutor
-
     chunks = np.array_split(np.arange(len(probs)), workers)
-    with ProcessPoolExecutor(workers, initializer=one_blas_thread) as pool:
+    with worker_pool(workers) as pool:
         futures = [pool.submit(_tbat_list, W, basis, probs[c], settings, int(c[0]), log_every) for c in chunks
                    if len(c)]
         return [row for f in futures for row in f.result()]
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """`workers` processes for TBAT's positions, each with BLAS on one thread."""
+    return ProcessPoolExecutor(workers, initializer=one_blas_thread)
 
 
 def one_blas_thread() -> None:
