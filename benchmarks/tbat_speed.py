@@ -15,10 +15,10 @@ time per position is the mean time per linprog times the tokens the thesis's met
         --states results/tokens/eval.states.parquet --positions 8 --baseline-positions 2 --reference-tokens 10
 `--head results/data/smollm2` takes the source LM's own full head (k = 576); there one linprog takes minutes, so
 `--reference-accepted 2 --reference-tokens 2 --reference-method highs-ipm` checks a few tokens of each kind (HiGHS's
-simplex took over 28 minutes on a rejected one). The baseline solver runs on the
-first `--baseline-positions` positions (0: none; v0.2.0 needs about a minute per position at k = 64 and did not
-finish one position of the full head in 15 minutes).
-"""
+simplex took over 28 minutes on a rejected one), or `--reference-accepted 0 --reference-tokens 0` none;
+`--temperature 0.8` takes the outputs at temperature 0.8. The baseline solver runs on the first
+`--baseline-positions` positions (0: none; v0.2.0 needs about a minute per position at k = 64 and did not finish one
+position of the full head in 15 minutes)."""
 
 from __future__ import annotations
 
@@ -77,12 +77,15 @@ def compare(W: np.ndarray, probs: np.ndarray, n_reference: int, settings: TBATSe
     }
 
 
-def token_outputs(head_path: str, states: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """A token-track head (results/models/tok-*/head.pt), or a source LM's folder for its own full head."""
+def token_outputs(head_path: str, states: str, n: int, seed: int,
+                  temperature: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """A token-track head (results/models/tok-*/head.pt), or a source LM's folder for its own full head, and its
+    outputs at n sampled positions, sharpened by `temperature` (1: pure sampling)."""
     from oversmooth.analysis.tokenheads import sampled_state_rows
 
     head, W = token_head(head_path)
-    p = np.exp(sampled_state_rows(head, states, n, seed).logprobs)
+    logits = sampled_state_rows(head, states, n, seed).logprobs / temperature
+    p = np.exp(logits - logits.max(1, keepdims=True))
     return W, p / p.sum(1, keepdims=True)
 
 
@@ -121,6 +124,8 @@ def compare_on_tokens(W: np.ndarray, probs: np.ndarray, n_rejected: int, setting
         if n_accepted is not None:
             accepted = rng.choice(accepted, min(n_accepted, len(accepted)), replace=False)
         chosen = np.concatenate([accepted, rng.choice(rejected, min(n_rejected, len(rejected)), replace=False)])
+        if not len(chosen):  # no token checked (--reference-accepted 0 --reference-tokens 0)
+            continue
         start = time.perf_counter()
         expected, failed = bat_reject_set(p, W, threshold=settings.threshold, zero_tol=settings.zero_tol,
                                           tokens=chosen, method=method)
@@ -132,8 +137,8 @@ def compare_on_tokens(W: np.ndarray, probs: np.ndarray, n_rejected: int, setting
         checked += [int((~result.rejected[ok]).sum()), int(result.rejected[ok].sum())]
     return {"fast": np.mean(fast), "slow": np.mean(slow) if slow else float("nan"), "same": same,
             "fast_on_baseline": np.mean(fast[: len(slow)]) if slow else float("nan"),
-            "reference": np.mean(per_lp), "agree": agree, "reference_failures": failures, "solves": np.mean(solves),
-            "tbat": np.nanmean(tbat), "worst": max(fast), "checked": checked}
+            "reference": np.mean(per_lp) if per_lp else float("nan"), "agree": agree, "reference_failures": failures, "solves": np.mean(solves),
+            "tbat": np.nanmean(tbat), "worst": max(fast), "checked": checked, "each": (fast, slow)}
 
 
 def main() -> None:
@@ -155,24 +160,29 @@ def main() -> None:
                         "where the simplex took over 28 minutes)")
     parser.add_argument("--baseline", default="v0.2.0", help="git revision whose solver runs beside today's")
     parser.add_argument("--baseline-positions", type=int, help="positions the baseline solves (default: all)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="a token head's outputs sharpened by this "
+                        "(1: pure sampling, the default)")
     args = parser.parse_args()
     one_blas_thread()  # one core, as a TBAT job of one thread runs
     settings = TBATSettings()
     if args.head:
-        W, probs = token_outputs(args.head, args.states, args.positions, args.seed)
+        W, probs = token_outputs(args.head, args.states, args.positions, args.seed, args.temperature)
         n_baseline = len(probs) if args.baseline_positions is None else min(args.baseline_positions, len(probs))
         row = compare_on_tokens(W, probs, args.reference_tokens, settings, args.seed,
                                 baseline_solver(args.baseline) if n_baseline else None, n_baseline,
                                 args.reference_accepted, args.reference_method)
-        print(f"{args.head}: V = {W.shape[0]}, k = {W.shape[1]}, {len(probs)} positions (pure sampling)")
+        print(f"{args.head}: V = {W.shape[0]}, k = {W.shape[1]}, {len(probs)} positions (temperature "
+              f"{args.temperature:g})")
         print(f"ours {row['fast']:.2f} s/position (slowest {row['worst']:.2f}; {row['solves']:.1f} LPs), "
               f"{args.baseline} {row['slow']:.2f} s/position on the first {n_baseline} (ours there "
-              f"{row['fast_on_baseline']:.2f}, ratio {row['slow'] / row['fast_on_baseline']:.0f}; identical reject "
+              f"{row['fast_on_baseline']:.2f}, ratio {row['slow'] / row['fast_on_baseline']:.2f}; identical reject "
               f"sets: {row['same']}), one linprog per token "
               f"{row['reference']:.0f} s/position (extrapolated, ratio {row['reference'] / row['fast']:.0f}); "
               f"mean TBAT {row['tbat']:.4f}; identical on the checked tokens ({row['checked'][0]} accepted, "
               f"{row['checked'][1]} rejected): {row['agree']} "
               f"({row['reference_failures']} linprog failures)")
+        print("seconds per position, ours:", ", ".join(f"{t:.1f}" for t in row["each"][0]),
+              f"| {args.baseline}:", ", ".join(f"{t:.1f}" for t in row["each"][1]))
         return
     if args.checkpoint:
         cases = [("real", real_outputs(args.checkpoint, args.logits, args.positions, args.seed))]

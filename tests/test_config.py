@@ -188,7 +188,7 @@ def test_token_sampling_methods_must_be_decoding_methods(repo):
 
 def test_the_full_heads_tbat_methods_must_be_decoding_methods(repo):
     base = load_config(repo / "config" / "config.yaml")
-    assert "temperature" not in base["tokens"]["full_tbat_methods"]  # the demo's choice: ~110 s a position
+    assert "temperature" not in base["tokens"]["full_tbat_methods"]  # the demo's choice: 64-121 s a position
     tokens = {**base["tokens"], "full_tbat_methods": ["pure", "temperature"]}
     with pytest.raises(ConfigError, match=r"tokens.full_tbat_methods: \['temperature'\] are not in decoding.methods"):
         validate_config({**base, "tokens": tokens, "decoding": {**base["decoding"], "methods": ["pure", "top_p"]}})

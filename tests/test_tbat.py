@@ -272,9 +272,48 @@ def test_the_descent_takes_every_undecided_token_a_chunk_at_a_time(monkeypatch):
     assert len(left) > 2 * 8 and len(directions) == undecided.sum() > 8  # the helper: one for every token left
 
 
+def test_the_descents_tail_sample_cuts_the_tail_into_strata_of_equal_mass():
+    # cumulative masses 0.5, 0.6, 0.9, 1.0; 3 strata of 1/3, middles 1/6, 1/2, 5/6: token 0 (twice; its mass ends at
+    # 0.5, a middle on it counts), then token 2; each stands for the strata it took
+    p = np.array([0.5, 0.1, 0.3, 0.1])
+    tokens, weights = tbat.mass_sample(p, np.arange(4), 3)
+    assert tokens.tolist() == [0, 2] and np.allclose(weights, [2 / 3, 1 / 3])
+    tokens, weights = tbat.mass_sample(p, np.arange(4), 2)  # middles 0.25, 0.75
+    assert tokens.tolist() == [0, 2] and np.allclose(weights, [0.5, 0.5])
+    tokens, weights = tbat.mass_sample(p, np.array([1, 3]), 2)  # no more tokens than the sample: all, as they are
+    assert tokens.tolist() == [1, 3] and weights.tolist() == [0.1, 0.1]
+
+
+def test_a_token_whose_bounds_stall_leaves_the_descent_at_that_check(monkeypatch):
+    # with any gain counted as a stall every token leaves at its second check (the first has none before it to
+    # compare): 2 x DESCENT_CHECK iterations where 1,000 would run, and a direction for each token left (the polish's)
+    monkeypatch.setattr(tbat, "DESCENT_STALL", np.inf)
+    iterations, slopes = [], tbat._kink_slopes
+    monkeypatch.setattr(tbat, "_kink_slopes", lambda s, *args: iterations.append(s.dtype) or slopes(s, *args))
+    W, p = random_instance(4000, 48, 2, scale=6.0)  # 49 tokens left by the move; 1,000 iterations leave 27
+    left, undecided, *_, directions = plain_moves_then_descent(W, p, monkeypatch)
+    assert len(left) == 49 and iterations.count(np.float32) == 2 * tbat.DESCENT_CHECK  # one chunk's iterations
+    assert sorted(directions) == np.flatnonzero(undecided).tolist() and len(directions) == 43  # the default: 27
+
+
+def test_tokens_below_the_descents_floor_get_their_least_squares_direction_without_its_iterations(monkeypatch):
+    # at temperature 0.8 the descent settled none of 280 tokens of mass below 1e-6 (30 s a chunk): they go to the
+    # polish with the direction the descent would have started from, s = K_i / K_ii (s_i = 1), none rejected here
+    monkeypatch.setattr(tbat, "DESCENT_FLOOR", 1.0)  # every token below it
+    iterations, slopes = [], tbat._kink_slopes
+    monkeypatch.setattr(tbat, "_kink_slopes", lambda s, *args: iterations.append(s.dtype) or slopes(s, *args))
+    W, p = random_instance(4000, 48, 2, scale=6.0)
+    left, undecided, rejected, witnesses, solver, directions = plain_moves_then_descent(W, p, monkeypatch)
+    assert not iterations and not witnesses and sorted(directions) == left.tolist() and len(left) == 49
+    Q = solver.Q
+    for i, s in directions.items():  # Q^T M^-1 Q_i / (Q_i^T M^-1 Q_i), M = Q diag(p) Q^T
+        expected = Q.T @ np.linalg.solve(Q @ (p[:, None] * Q.T), Q[:, i])
+        assert s[i] == pytest.approx(1.0) and np.allclose(s, expected / expected[i], atol=1e-8)
+
+
 def shorten_the_descent(monkeypatch):
-    """The descent stopped at 300 iterations, checked every 20: on `random_instance(4000, 48, 2, 6.0)` it leaves 42
-    tokens to the polish (1000 iterations, checked every 100, leave 29, none needing a second LP)."""
+    """The descent stopped at 300 iterations, checked every 20: on `random_instance(4000, 48, 2, 6.0)` it leaves 41
+    tokens to the polish (1000 iterations, checked every 100, leave 27)."""
     monkeypatch.setattr(tbat, "DESCENT_ROUNDS", 300)
     monkeypatch.setattr(tbat, "DESCENT_CHECK", 20)
 
@@ -282,7 +321,7 @@ def shorten_the_descent(monkeypatch):
 @pytest.mark.parametrize("rows", ["orthonormal", "as_they_are"])
 def test_the_polish_settles_the_tokens_the_descent_leaves_as_the_definition_does(monkeypatch, rows):
     # a higher rank: the smoothed descent leaves most of the tokens the move left (their optima lie near p_i); from
-    # each one's direction one LP over a part of P (interior point; no second LP here) settles all 42, the
+    # each one's direction one LP over a part of P (interior point; no second LP here) settles all 41, the
     # definition agreeing on each. With A's rows made orthonormal every LP converges; with its rows as they are
     # (columns scaled by u) the method stalled short of its tolerance on some here (rounding near a degenerate
     # optimum, so not asserted) and its last iterate decided (returning nothing there left 3 of 40)
@@ -291,7 +330,7 @@ def test_the_polish_settles_the_tokens_the_descent_leaves_as_the_definition_does
     shorten_the_descent(monkeypatch)
     W, p = random_instance(4000, 48, 2, scale=6.0)
     left, undecided, rejected, witnesses, solver, directions = plain_moves_then_descent(W, p, monkeypatch)
-    assert len(directions) == 42 and len(witnesses) == rejected[left].sum() > 0
+    assert len(directions) == 41 and len(witnesses) == rejected[left].sum() > 0
     support, u = np.flatnonzero(p > 0), p / 0.8
     converged, interior_point = [], tbat.interior_point
     monkeypatch.setattr(tbat, "interior_point", lambda *args: converged.append((x := interior_point(*args))[2]) or x)
@@ -299,7 +338,7 @@ def test_the_polish_settles_the_tokens_the_descent_leaves_as_the_definition_does
         if undecided[i]:
             solver._polish(i, support, directions[i], p, u, undecided, rejected)
     polished = [i for i in directions if not undecided[i]]
-    assert len(polished) == 42 and 0 < rejected[polished].sum() < 42  # both answers among them
+    assert len(polished) == 41 and 0 < rejected[polished].sum() < 41  # both answers among them
     if rows == "orthonormal":
         assert all(converged)
     expected, failures = bat_reject_set(p, W, tokens=left)

@@ -61,8 +61,12 @@ class Costs:
     marginal_gpu_speedup: float = 20.0  # the same search with the LM on a GPU (batched LM calls): an assumption
     metrics_s_per_position: float = 4.0e-5  # per decoding method at 256 bytes; x (V / 256)^0.8 for larger V
     tbat_s_per_position: float = 1.6e-3  # per decoding method at k = 4, byte track; grows ~ k^0.5
-    token_tbat_s: Mapping[int, float] = field(default_factory=lambda: {  # per position and method at k (one core,
-        4: 0.3, 64: 1.6, 128: 4.0, 256: 12.5, 512: 40.0, 576: 110.0,  # pure sampling, the slowest; 576: tok-full)
+    token_tbat_s: Mapping[int, float] = field(default_factory=lambda: {  # per position under pure sampling at k
+        4: 0.3, 64: 1.6, 128: 4.0, 256: 12.5, 512: 40.0, 576: 33.4,  # (one core; 576: tok-full, the mean of 12)
+    })
+    token_tbat_share: Mapping[str, Mapping[int, float]] = field(default_factory=lambda: {  # another method's time
+        "greedy": {4: 0.0}, "top_k": {4: 0.0},  # per position against pure sampling's at k (the demo's heads; any
+        "top_p": {64: 0.35, 576: 0.01}, "temperature": {64: 1.15, 576: 2.1},  # method not named here: 1)
     })
     token_unargmaxable_s: Mapping[int, float] = field(default_factory=lambda: {  # per head at k (one core)
         4: 20.0, 16: 1350.0, 64: 240.0, 576: 120.0,  # 576: SmolLM2's own head, tok-full
@@ -316,9 +320,11 @@ class Planner:
     def _tbat(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
         model = wildcards["model"]
         methods = len(self.config["decoding"]["methods"])
-        if is_token_model(model):  # every method at pure sampling's rate (greedy and top-k need no LP)
-            seconds = (token_tbat_positions(self.config, model) * len(token_tbat_methods(self.config, model))
-                       * _measured_around(self.costs.token_tbat_s, model))
+        if is_token_model(model):  # each method at its share of pure sampling's rate (greedy and top-k need no LP)
+            shares = self.costs.token_tbat_share
+            seconds = (token_tbat_positions(self.config, model) * _measured_around(self.costs.token_tbat_s, model)
+                       * sum(_measured_around(shares[m], model) if m in shares else 1.0
+                             for m in token_tbat_methods(self.config, model)))
         else:
             k = bottleneck_of(model) if not model.startswith("gt-") else 256
             seconds = self.config["tbat"]["positions"] * methods * self.costs.tbat_s_per_position * math.sqrt(k / 4)
