@@ -137,8 +137,9 @@ def compare_on_tokens(W: np.ndarray, probs: np.ndarray, n_rejected: int, setting
         checked += [int((~result.rejected[ok]).sum()), int(result.rejected[ok].sum())]
     return {"fast": np.mean(fast), "slow": np.mean(slow) if slow else float("nan"), "same": same,
             "fast_on_baseline": np.mean(fast[: len(slow)]) if slow else float("nan"),
-            "reference": np.mean(per_lp) if per_lp else float("nan"), "agree": agree, "reference_failures": failures, "solves": np.mean(solves),
-            "tbat": np.nanmean(tbat), "worst": max(fast), "checked": checked, "each": (fast, slow)}
+            "reference": np.mean(per_lp) if per_lp else float("nan"), "agree": agree, "reference_failures": failures,
+            "solves": np.mean(solves), "tbat": np.nanmean(tbat), "worst": max(fast), "checked": checked,
+            "each": (fast, slow)}
 
 
 def main() -> None:
