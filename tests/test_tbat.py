@@ -284,12 +284,18 @@ def test_the_descents_tail_sample_cuts_the_tail_into_strata_of_equal_mass():
     assert tokens.tolist() == [1, 3] and weights.tolist() == [0.1, 0.1]
 
 
+def recorded_iterations(monkeypatch) -> list:
+    """The dtype of every kink-slope evaluation: float32 for each of the descent's iterations, float64 at its checks."""
+    iterations, slopes = [], tbat._kink_slopes
+    monkeypatch.setattr(tbat, "_kink_slopes", lambda s, *args: iterations.append(s.dtype) or slopes(s, *args))
+    return iterations
+
+
 def test_a_token_whose_bounds_stall_leaves_the_descent_at_that_check(monkeypatch):
     # with any gain counted as a stall every token leaves at its second check (the first has none before it to
     # compare): 2 x DESCENT_CHECK iterations where 1,000 would run, and a direction for each token left (the polish's)
     monkeypatch.setattr(tbat, "DESCENT_STALL", np.inf)
-    iterations, slopes = [], tbat._kink_slopes
-    monkeypatch.setattr(tbat, "_kink_slopes", lambda s, *args: iterations.append(s.dtype) or slopes(s, *args))
+    iterations = recorded_iterations(monkeypatch)
     W, p = random_instance(4000, 48, 2, scale=6.0)  # 49 tokens left by the move; 1,000 iterations leave 27
     left, undecided, *_, directions = plain_moves_then_descent(W, p, monkeypatch)
     assert len(left) == 49 and iterations.count(np.float32) == 2 * tbat.DESCENT_CHECK  # one chunk's iterations
@@ -300,8 +306,7 @@ def test_tokens_below_the_descents_floor_get_their_least_squares_direction_witho
     # at temperature 0.8 the descent settled none of 280 tokens of mass below 1e-6 (30 s a chunk): they go to the
     # polish with the direction the descent would have started from, s = K_i / K_ii (s_i = 1), none rejected here
     monkeypatch.setattr(tbat, "DESCENT_FLOOR", 1.0)  # every token below it
-    iterations, slopes = [], tbat._kink_slopes
-    monkeypatch.setattr(tbat, "_kink_slopes", lambda s, *args: iterations.append(s.dtype) or slopes(s, *args))
+    iterations = recorded_iterations(monkeypatch)
     W, p = random_instance(4000, 48, 2, scale=6.0)
     left, undecided, rejected, witnesses, solver, directions = plain_moves_then_descent(W, p, monkeypatch)
     assert not iterations and not witnesses and sorted(directions) == left.tolist() and len(left) == 49

@@ -446,8 +446,8 @@ class BATSolver:
         light = np.sort(order[(p[order] < DESCENT_FLOOR) & undecided[order]])
         for start in range(0, len(light), DESCENT_TOKENS):
             tokens = light[start : start + DESCENT_TOKENS]
-            Zi = Z[:, np.searchsorted(support, tokens)]
-            directions.update(zip(tokens.tolist(), (Zi / np.einsum("ij,ij->j", Zi, Zi)).T @ Z))
+            x, _ = _least_squares(Z[:, np.searchsorted(support, tokens)])
+            directions.update(zip(tokens.tolist(), x.T @ Z))
         return found, {i: s for i, s in directions.items() if undecided[i]}
 
     def _descend_tokens(self, Z: np.ndarray, support: np.ndarray, tokens: np.ndarray, p: np.ndarray, u: np.ndarray,
@@ -479,9 +479,8 @@ class BATSolver:
         Zh, ph = Z[:, columns].astype(np.float32), np.concatenate([ps[heavy], weights]).astype(np.float32)
         averaged = np.zeros((len(tokens), len(columns)), dtype=np.float32)  # the slopes since the last check
         Zi = Z[:, at]
-        norms = np.einsum("ij,ij->j", Zi, Zi)
+        x, norms = _least_squares(Zi)
         mu = DESCENT_SMOOTHING * p[tokens]
-        x = Zi / norms  # the least-squares direction
         y, momentum, active = x.copy(), np.ones(len(tokens)), np.ones(len(tokens), dtype=bool)
         b, found = self.Q @ p, 0
         best = np.full((2, len(tokens)), -np.inf)  # each token's best certificate and witness bound, / p_i
@@ -831,6 +830,13 @@ def _restarted(momentum: np.ndarray, y: np.ndarray, step: np.ndarray, x: np.ndar
     carried the iterate uphill."""
     uphill = np.einsum("ij,ij->j", y - step, step - x) > 0
     return np.where(uphill, 1.0, momentum)
+
+
+def _least_squares(Zi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each token's least-squares direction in z (the columns Z_i / K_ii: s = Z^T z = K_(., i) / K_ii, s_i = 1), the
+    descent's start, and K_ii = |Z_i|^2."""
+    norms = np.einsum("ij,ij->j", Zi, Zi)
+    return Zi / norms, norms
 
 
 def mass_sample(p: np.ndarray, tokens: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
