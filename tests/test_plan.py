@@ -91,11 +91,11 @@ def test_a_token_head_s_unargmaxable_job_costs_the_larger_measured_rate_around_i
 def test_a_token_head_s_tbat_job_costs_its_positions_times_the_rate_around_its_rank_times_its_methods_shares(tmp_path):
     planner = _planner(tmp_path, "tokens: {tbat_positions: 10, full_tbat_positions: null, full_tbat_methods: null}\n")
     assert planner.config["decoding"]["methods"] == ["pure", "greedy", "top_k", "top_p", "temperature"]
-    assert Costs().token_tbat_s == {4: 0.3, 64: 1.6, 128: 4.0, 256: 12.5, 512: 40.0, 576: 33.4}
+    assert Costs().token_tbat_s == {4: 0.3, 64: 1.6, 128: 4.0, 256: 12.5, 512: 40.0, 576: 26.4}
     # pure 1, greedy and top-k 0, top-p 0.35 and temperature 1.15 up to k = 64; above it the larger of 64's and
-    # the full head's (0.35 and 2.1), the full head its own (0.01 and 2.1)
+    # the full head's (0.35 and 2.0), the full head its own (0.01 and 2.0)
     for model, seconds, shares in (("tok-svd-r4", 0.3, 2.5), ("tok-learned-r32", 1.6, 2.5),
-                                   ("tok-svd-r200", 12.5, 3.45), ("tok-full", 33.4, 3.11)):
+                                   ("tok-svd-r200", 12.5, 3.35), ("tok-full", 26.4, 3.01)):
         cpu_h = planner.job("tbat", {"model": model}).cpu_h
         assert cpu_h == pytest.approx((10 * seconds * shares + Costs().startup_s) / 3600), model
 
@@ -103,7 +103,7 @@ def test_a_token_head_s_tbat_job_costs_its_positions_times_the_rate_around_its_r
 def test_tok_full_s_tbat_job_is_priced_at_its_own_positions_and_methods(tmp_path):
     planner = _planner(tmp_path, "tokens: {tbat_positions: 10, full_tbat_positions: 3, full_tbat_methods: [pure]}\n")
     startup = Costs().startup_s
-    assert planner.job("tbat", {"model": "tok-full"}).cpu_h == pytest.approx((3 * 1 * 33.4 + startup) / 3600)
+    assert planner.job("tbat", {"model": "tok-full"}).cpu_h == pytest.approx((3 * 1 * 26.4 + startup) / 3600)
     assert planner.job("tbat", {"model": "tok-svd-r4"}).cpu_h == pytest.approx((10 * 2.5 * 0.3 + startup) / 3600)
 
 

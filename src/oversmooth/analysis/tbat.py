@@ -17,15 +17,21 @@ c = threshold / (1 - threshold), so that u = p (1 + c). Facts the solver uses:
   every l != i with p_l > 0: a witness, tested with room for rounding, one column of K per token (the least-norm q with q_i = 0
   in the p-weighted norm). K_li is bounded by Cauchy-Schwarz (|K_li| <= sqrt(K_ll K_ii)) outside the heaviest l,
   then computed for the tokens the bound leaves; the tokens left try the same move with p^1.5 and p^2 in place of p
-  (w: q_l = p_l + a w_l K_li, a = p_i / (1 - w_i K_ii), K from M = Q diag(w) Q^T). Over a real LM's 49,152 tokens
-  it rejects all but a few dozen at k = 64 (under a second) and all but about 300 at k = 576 (8 s).
+  (w: q_l = p_l + a w_l K_li, a = p_i / (1 - w_i K_ii), K from M = Q diag(w) Q^T; where the descent follows, w = p
+  only: DENSE_POWERS). Over a real LM's 49,152 tokens it rejects all but a few dozen at k = 64 (under a second) and
+  all but about 500 at k = 576 (about 4 s).
 - The repair (no LP), for the tokens every move left: pin the tokens a move pushed out of [0, u] at the bound they
   crossed and move the others again (the least w-weighted change that keeps A q = A p, by Woodbury on M without the
   pinned), until none crosses; the q found is clipped to [0, u] and checked against A q = A p: a witness. At
   k = 576 it leaves tens to a few hundred tokens.
+- Alternating projections (no LP; where the descent follows), for the tokens the repairs left: from p with q_i = 0,
+  the nearest point of the plane A q = A p, q_i = 0 in the p-weighted norm, clipped into [0, u] shrunk by a margin,
+  and again (`_project`); a plane point inside [0, u] is a witness, checked. At k = 576 under pure sampling they
+  reject 94-200 tokens a position at the demo's positions in 4-8 s, each of which the descent took 400-600
+  iterations to reject.
 - The dual descent (no LP; where A has more than DESCENT_ROWS rows): an accelerated gradient method on the dual of
   min q_i (below), smoothed, DESCENT_TOKENS tokens of mass >= DESCENT_FLOOR at a time; certificates from its
-  iterates, witnesses from its gradient's slopes (`_descend`). At k = 576 under pure sampling it leaves 9-32 of them
+  iterates, witnesses from its gradient's slopes (`_descend`). At k = 576 under pure sampling it leaves 8-21 of them
   at the demo's positions; under temperature 0.8 the tokens of smaller mass (hundreds) go to the polish. The polish
   (`_polish`) settles each of those by min q_i over parts of P chosen from the descent's direction, by a dense
   interior-point method (A's rows made orthonormal first: tokens of mass 1e-15 beside 0.1 would otherwise condition
@@ -85,9 +91,14 @@ SCREEN_POWERS = (1.0, 1.5, 2.0)  # the screen's moves in proportion to p^power, 
 SCREEN_CONDITION = 1e8  # the screen inverts M on its eigenvalues above largest / this (K exact to ~1e-8 relative)
 SCREEN_ERROR = 1e-7  # the screen's bound on K's rounding error, relative to sqrt(K_ll K_ii) (and on p_i K_ii)
 REPAIR_POWERS = (1.0, 1.5)  # the repairs' moves, after every plain move, for the tokens those left
+DENSE_POWERS = (1.0,)  # the moves and repairs where the descent follows (A has more than DESCENT_ROWS rows): at
+# SmolLM2's head the others rejected 0-9 of the 440-583 tokens p's move left, which its repair then rejected (3 s less)
 REPAIR_FIXED = 256  # the repair gives up on a token once its move would pin more tokens than this at a bound
 REPAIR_ROUNDS = 12  # rounds of pinning (each one product Z^T R over the tokens still in repair)
 WITNESS_BATCH = 64  # the screen's and the descent's candidate witnesses checked in one product (64 x V values)
+PROJECTION_ROUNDS = 40  # where the descent runs, the tokens the repairs left first get this many alternating
+PROJECTION_MARGIN = 0.05  # projections between the plane (A q = A p, q_i = 0) and [m p, u - m p], m this;
+PROJECTION_STALL = 5  # a token leaves them once its mass outside [0, u] has not halved in this many rounds
 DESCENT_ROWS = 100  # the dual descent runs (a large vocabulary, after the repairs) where A has more rows than this;
 # with fewer, the LPs it would save take about as long as it does (k = 64: 0.05 s each)
 DESCENT_ROUNDS = 1000  # its iterations at most
@@ -268,6 +279,11 @@ class BATSolver:
         self.full_rank = self.Q.shape[0] == self.V
         self.highs = self._build_lp(np.arange(self.V)) if not self.full_rank and self.V <= FULL_LP_COLUMNS else None
 
+    def _descends(self) -> bool:
+        """Whether the dual descent and the polish settle what the screen leaves (A has more than DESCENT_ROWS
+        rows and no LP holds every token), before any LP."""
+        return self.highs is None and len(self.Q) > DESCENT_ROWS
+
     def _build_lp(self, columns: np.ndarray, convexity: bool = False) -> highspy.Highs:
         """HiGHS over `columns` of A's row basis (bounds and right-hand side set by PositionLP), with the tail's
         convexity row (sum theta <= 1) where some tokens are not columns."""
@@ -308,8 +324,9 @@ class BATSolver:
         if undecided.any():
             result.stats["repaired"], Z = self._screen(p, u, undecided, rejected)
             result.stats["screen_rejected"] = int(rejected.sum() - zero.sum())  # the repaired among them
-            if Z is not None and undecided.any() and len(self.Q) > DESCENT_ROWS:
+            if Z is not None and undecided.any() and self._descends():
                 support = np.flatnonzero(p > 0)
+                result.stats["projected"] = self._project(Z, support, p, u, undecided, rejected)
                 result.stats["descended"], directions = self._descend(Z, support, p, u, undecided, rejected)
                 result.stats["polished"] = sum(self._polish(i, support, directions[i], p, u, undecided, rejected)
                                                for i in sorted(directions, key=lambda i: -p[i]) if undecided[i])
@@ -388,12 +405,14 @@ class BATSolver:
         rejected, and over a large vocabulary the whitened Z for w = p (for the descent), else None."""
         support = np.flatnonzero(p > 0)  # u > zero_tol > 0 for every undecided token
         repaired, repair_Z = 0, {}
-        for power in SCREEN_POWERS:
+        screen_powers, repair_powers = ((DENSE_POWERS, DENSE_POWERS) if self._descends() else
+                                        (SCREEN_POWERS, REPAIR_POWERS if self.highs is None else ()))
+        for power in screen_powers:
             candidates = np.flatnonzero(undecided)
             if not len(candidates):
                 return repaired, repair_Z.get(1.0)
             Z, K, miss = self._whitened(support, p[support] ** power, candidates)
-            if power in REPAIR_POWERS and self.highs is None:  # kept for the repair below: the same Z
+            if power in repair_powers:  # kept for the repair below: the same Z
                 repair_Z[power] = Z
             at = np.searchsorted(support, candidates)
             ratio = p[support] ** (power - 1)  # w_l / p_l
@@ -419,13 +438,63 @@ class BATSolver:
                                    undecided, rejected)
         # the tokens every plain move left (the most probable EXACT_SCREEN of them); where one LP holds every token
         # (the byte track) its warm-started re-solves (~1 ms) are cheaper than repairs that pin most of the tokens
-        for power in REPAIR_POWERS if self.highs is None else ():
+        for power in repair_powers:
             left = np.flatnonzero(undecided)
             left = left[np.argsort(-p[left], kind="stable")][:EXACT_SCREEN]
             if not len(left):
                 break
             repaired += self._repair(repair_Z[power], support, p[support] ** power, p, u, left, undecided, rejected)
         return repaired, repair_Z.get(1.0)
+
+    def _project(self, Z: np.ndarray, support: np.ndarray, p: np.ndarray, u: np.ndarray, undecided: np.ndarray,
+                 rejected: np.ndarray) -> int:
+        """Reject the undecided tokens for which alternating projections find a witness (in place); how many.
+
+        From p with q_i = 0, each round moves q to the nearest point (in the p-weighted norm) of the plane
+        A q = A p, q_i = 0 (`_onto_plane`, with the screen's whitened Z for w = p) and clips it into the box shrunk
+        by PROJECTION_MARGIN p (so that the next plane point, once near, lies inside [0, u]): PROJECTION_ROUNDS
+        rounds at most, in float32; a token leaves once its mass outside [0, u] has not halved in PROJECTION_STALL
+        rounds (an accepted token's stays at 2-14 p_i). A plane point inside [0, u] is projected again in float64
+        from the same point, and checked as a witness (`_witnesses`). At SmolLM2's head it rejects 94-200 tokens a
+        position under pure sampling, leaving the descent 0-15 to reject (it took 400-600 iterations for each)."""
+        if len(Z) < len(self.Q):  # M inverted on part of its range: every plane point would miss A p there
+            return 0
+        ps, us, found = p[support], u[support], 0
+        ps32, us32, Z32 = ps.astype(np.float32), us.astype(np.float32), Z.astype(np.float32)
+        low, high = ps32 * np.float32(PROJECTION_MARGIN), us32 - ps32 * np.float32(PROJECTION_MARGIN)
+        b = self.Q @ p
+        order = np.flatnonzero(undecided)
+        step = max(1, SCREEN_VALUES // len(support))
+        for start in range(0, len(order), step):
+            tokens = order[start : start + step]
+            at = np.searchsorted(support, tokens)
+            Zi = Z[:, at].T
+            held = 1 - ps[at] * np.einsum("ij,ij->i", Zi, Zi)  # 1 - p_i K_ii: > 0 unless i alone carries a row
+            keep = held > SCREEN_ERROR
+            tokens, at, Zi, held = tokens[keep], at[keep], Zi[keep], held[keep]
+            q = np.tile(ps32, (len(tokens), 1))  # float32: a candidate in the box is projected again in float64
+            q[np.arange(len(tokens)), at] = 0.0
+            before = np.full(len(tokens), np.inf)  # each token's mass outside [0, u] PROJECTION_STALL rounds ago
+            for round_ in range(PROJECTION_ROUNDS):
+                if not len(tokens):
+                    break
+                moved = _onto_plane(q, ps32, Z32, Zi.astype(np.float32), at, held.astype(np.float32))
+                outside = np.maximum(np.maximum(-moved, moved - us32), 0.0).sum(1)
+                inside = np.flatnonzero(outside == 0)  # checked, then gone (one that fails would stay so)
+                exact = _onto_plane(q[inside].astype(np.float64), ps, Z, Zi[inside], at[inside], held[inside])
+                boxed = inside[((exact >= 0) & (exact <= us)).all(1)]
+                good = boxed[self._witnesses(exact[np.isin(inside, boxed)], support, tokens[boxed], b, p)]
+                rejected[tokens[good]], undecided[tokens[good]] = True, False
+                found += len(good)
+                left = np.ones(len(tokens), dtype=bool)
+                left[inside] = False
+                if round_ % PROJECTION_STALL == 0:  # stalled: left to the descent
+                    left &= outside <= before / 2
+                    before = outside
+                tokens, at, Zi, held, before = tokens[left], at[left], Zi[left], held[left], before[left]
+                q = np.clip(moved[left], low, high)
+                q[np.arange(len(tokens)), at] = 0.0
+        return found
 
     def _descend(self, Z: np.ndarray, support: np.ndarray, p: np.ndarray, u: np.ndarray, undecided: np.ndarray,
                  rejected: np.ndarray) -> tuple[int, dict[int, np.ndarray]]:
@@ -830,6 +899,18 @@ def _restarted(momentum: np.ndarray, y: np.ndarray, step: np.ndarray, x: np.ndar
     carried the iterate uphill."""
     uphill = np.einsum("ij,ij->j", y - step, step - x) > 0
     return np.where(uphill, 1.0, momentum)
+
+
+def _onto_plane(q: np.ndarray, p: np.ndarray, Z: np.ndarray, Zi: np.ndarray, at: np.ndarray,
+                held: np.ndarray) -> np.ndarray:
+    """Each row of q (a point on the support for token i at `at`) moved to the nearest point, in the p-weighted
+    norm, of the plane A q = A p with q_i = 0: Z diag(p) Z^T = I, r = Z (q - p), q_l -= p_l Z_l . (r + Z_i p_i
+    (Z_i . r) / held) with held = 1 - p_i K_ii (Sherman-Morrison: q_i held at 0). In q's precision."""
+    r = (q - p) @ Z.T
+    r += Zi * (p[at] * np.einsum("ij,ij->i", Zi, r) / held)[:, None]
+    moved = q - p * (r @ Z)
+    moved[np.arange(len(q)), at] = 0.0
+    return moved
 
 
 def _least_squares(Zi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
