@@ -284,7 +284,7 @@ def test_onto_plane_moves_each_point_to_the_nearest_one_with_a_q_equal_to_a_p_an
     Z, K, _ = solver._whitened(np.arange(len(p)), p, at)
     q = p * np.random.default_rng(0).uniform(0, 1.25, size=(2, len(p)))
     q[[0, 1], at] = 0.0
-    moved = tbat._onto_plane(q, p, Z, Z[:, at].T, at, 1 - p[at] * K[np.searchsorted(np.arange(len(p)), at)])
+    moved = tbat._onto_plane(q, p, Z, Z[:, at].T, at, 1 - p[at] * K[at])  # every token in the support
     A = np.vstack([W.T, np.ones(len(p))])
     for point, i, m in zip(q, at, moved):
         # the nearest point in the p-weighted norm (KKT): m_l = q_l + p_l (A_l . lam) for l != i, A m = A p
