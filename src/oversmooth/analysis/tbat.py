@@ -482,8 +482,9 @@ class BATSolver:
                 outside = np.maximum(np.maximum(-moved, moved - us32), 0.0).sum(1)
                 inside = np.flatnonzero(outside == 0)  # checked, then gone (one that fails would stay so)
                 exact = _onto_plane(q[inside].astype(np.float64), ps, Z, Zi[inside], at[inside], held[inside])
-                boxed = inside[((exact >= 0) & (exact <= us)).all(1)]
-                good = boxed[self._witnesses(exact[np.isin(inside, boxed)], support, tokens[boxed], b, p)]
+                in_box = ((exact >= 0) & (exact <= us)).all(1)
+                boxed = inside[in_box]
+                good = boxed[self._witnesses(exact[in_box], support, tokens[boxed], b, p)]
                 rejected[tokens[good]], undecided[tokens[good]] = True, False
                 found += len(good)
                 left = np.ones(len(tokens), dtype=bool)
