@@ -326,6 +326,25 @@ def test_a_projection_whose_witness_fails_its_check_rejects_nothing(monkeypatch)
     assert found == 0 and not rejected[left].any() and undecided[left].all()
 
 
+def test_a_token_whose_plane_point_was_checked_leaves_the_projections(monkeypatch):
+    # a check that fails once would fail again from the next round's nearly equal point: each token is checked once
+    checked, check, project = [], BATSolver._witnesses, BATSolver._project
+
+    def failing_in_the_projections(self, q, support, tokens, *args):
+        if not projecting:
+            return check(self, q, support, tokens, *args)
+        checked.extend(tokens.tolist())
+        return np.zeros(len(q), dtype=bool)
+
+    projecting = []
+    monkeypatch.setattr(BATSolver, "_witnesses", failing_in_the_projections)
+    monkeypatch.setattr(BATSolver, "_project", lambda self, *args: projecting.append(1) or project(self, *args))
+    W, p = random_instance(4000, 48, 2, scale=6.0)
+    left, undecided, rejected, _, found = projected_after_the_move(W, p, monkeypatch)
+    assert len(left) == 27 and found == 0 and not rejected[left].any()
+    assert len(checked) == len(set(checked)) == 15 and set(checked) <= set(left.tolist())  # 513 checks if they stayed
+
+
 def test_no_projection_where_the_screen_inverts_m_on_part_of_its_range(monkeypatch):
     # a plane point would miss A p along the directions left out, and fail its check (SmolLM2's head under
     # temperature 0.8: 477 tokens, 40 rounds, none rejected, 81 s): no round at all

@@ -794,6 +794,46 @@ def test_the_token_track_s_tbat_over_the_whole_vocabulary_equals_the_definition_
     assert not failures and np.array_equal(expected[chosen], result.rejected[chosen])
 
 
+def min_q_i_by_interior_point(Q: np.ndarray, p: np.ndarray, i: int, threshold: float = 0.2) -> tuple[float, float]:
+    """The definition's LP for token i (min q_i over q in [0, u] with A q = A p; Q: A's orthonormal rows) over every
+    token, by the dense interior-point method: (q_i of a point it found in P, a lower bound on min q_i from its
+    duals). Either settles i against zero_tol: a point of P with q_i <= zero_tol, or a bound above it."""
+    from oversmooth.analysis.tbat import interior_point
+
+    u = p / (1 - threshold)
+    A, b, cost = Q * u, Q @ p, np.zeros(len(p))  # the columns scaled to [0, 1]: q = u x
+    cost[i] = 1.0
+    x, y, _ = interior_point(A, b, cost, 1e-10)
+    q = u * x
+    assert np.abs(Q @ q - b).max() <= 1e-9 and q.min() >= 0 and (q - u).max() <= 0  # a point of P
+    return q[i], u[i] * (y @ b + np.minimum(0.0, cost - A.T @ y).sum())  # weak duality, over every token
+
+
+@pytest.mark.workflow
+def test_the_full_heads_reject_set_at_a_real_position_is_the_definitions(smoke_run):
+    """SmolLM2's own head (49,152 x 576) at an evaluation state, pure sampling: the solver's answers on its two
+    least probable accepted tokens (p <= 0.2) and its two most probable rejected ones, the nearest to the boundary
+    either way, are the definition's (its LP over every token, each answer proved by a point or a bound)."""
+    from oversmooth.analysis.tbat import BATSolver, TBATSettings, row_basis
+    from oversmooth.analysis.tokenheads import output_weight, sampled_state_rows
+    from oversmooth.models.causallm import load_causal_lm
+
+    results = smoke_run[1] / "results"
+    head = output_weight(load_causal_lm(results / "data" / "smollm2")[0])
+    W = head.double().numpy()
+    logprobs = sampled_state_rows(head, results / "tokens" / "eval.states.parquet", 1, seed=7).logprobs[0]
+    p = np.exp(logprobs) / np.exp(logprobs).sum()
+    Q = row_basis(W, TBATSettings().rank_tol)
+    result = BATSolver(W, basis=Q).reject_set(p)
+    assert W.shape == (49152, 576) and not result.failed and result.stats["polished"] > 0  # every step ran
+    accepted = np.flatnonzero(~result.rejected & (p <= 0.2))
+    rejected = np.flatnonzero(result.rejected)
+    for i in accepted[np.argsort(p[accepted])[:2]]:
+        assert min_q_i_by_interior_point(Q, p, i)[1] > 1e-9  # min q_i above zero_tol: accepted
+    for i in rejected[np.argsort(-p[rejected])[:2]]:
+        assert p[i] > 1e-5 and min_q_i_by_interior_point(Q, p, i)[0] <= 1e-9  # a point with q_i = 0: rejected
+
+
 @pytest.mark.workflow
 def test_adding_a_token_rank_builds_only_its_heads_their_metrics_samples_and_the_tables(smoke_run, tmp_path):
     """The new heads are fitted, measured, sampled and scored; no other head, sample or quality job reruns."""
