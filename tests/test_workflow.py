@@ -812,8 +812,8 @@ def min_q_i_by_interior_point(Q: np.ndarray, p: np.ndarray, i: int, threshold: f
 @pytest.mark.workflow
 def test_the_full_heads_reject_set_at_a_real_position_is_the_definitions(smoke_run):
     """SmolLM2's own head (49,152 x 576) at an evaluation state, pure sampling: the solver's answers on its two
-    least probable accepted tokens (p <= 0.2) and its two most probable rejected ones, the nearest to the boundary
-    either way, are the definition's (its LP over every token, each answer proved by a point or a bound)."""
+    least probable accepted tokens (p <= 0.2) and its two most probable rejected ones are the definition's (its LP
+    over every token, each answer proved by a point of P or a dual bound)."""
     from oversmooth.analysis.tbat import BATSolver, TBATSettings, row_basis
     from oversmooth.analysis.tokenheads import output_weight, sampled_state_rows
     from oversmooth.models.causallm import load_causal_lm
