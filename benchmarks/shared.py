@@ -1,5 +1,6 @@
 """What the benchmarks share: a module of the package as it was at a git revision, loaded beside today's (their
-baselines), and a token-track head by its path."""
+baselines), a token-track head by its path, and a config's sections without the schema (a GPU machine may lack
+jsonschema)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,18 @@ def module_at(revision: str, path: str) -> types.ModuleType:
     module = sys.modules[name] = types.ModuleType(name)  # its dataclasses look it up
     exec(compile(source, f"{revision}:{path}", "exec"), module.__dict__)
     return module
+
+
+def config_sections(*paths: str | Path) -> dict:
+    """config/config.yaml with `paths` over it, merged key by key as `--configfile` does, not validated."""
+    import yaml
+
+    from oversmooth.core.catalog import deep_update
+
+    config: dict = {}
+    for path in (Path(__file__).resolve().parents[1] / "config" / "config.yaml", *paths):
+        deep_update(config, yaml.safe_load(Path(path).read_text()) or {})
+    return config
 
 
 def token_head(path: str):

@@ -11,6 +11,7 @@ from oversmooth.generation.sampling import (
     SAMPLES_SCHEMA,
     GPTStepper,
     HFStepper,
+    TokenHeadStepper,
     draw,
     generate,
     generate_uncached,
@@ -95,3 +96,28 @@ def test_hf_models_sample_with_their_own_cache(tmp_path):
     for method in ("greedy", "pure"):
         assert torch.equal(generate(HFStepper(hf), x, Decoding(method), u), generate_uncached(hf, x, Decoding(method), u))
     assert np.isfinite(HFStepper(hf).start(x).numpy()).all()
+
+
+def test_each_sampling_step_attends_without_cudnn_and_restores_the_choice(lm, tmp_path, monkeypatch):
+    """cuDNN's attention sets itself up anew for every key length on CUDA (the sampler's cache grows a position a
+    step: 8x slower on an H200): every stepper's steps run without it, and leave PyTorch's choice as it was."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    seen = []
+    attention = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(*args, **kwargs):
+        seen.append(torch.backends.cuda.cudnn_sdp_enabled())
+        return attention(*args, **kwargs)
+
+    GPT2LMHeadModel(GPT2Config(vocab_size=3 + 256, n_positions=40, n_embd=32, n_layer=1, n_head=2,
+                               attn_implementation="sdpa")).save_pretrained(tmp_path)
+    hf = load_hf_byte_lm("gt-tiny", tmp_path, byte_offset=3, bos_id=1)
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    assert torch.backends.cuda.cudnn_sdp_enabled()
+    x, u = torch.randint(0, 256, (2, 10)), uniforms_for([1, 2], 5)
+    for stepper in (GPTStepper(lm), HFStepper(hf), TokenHeadStepper(hf.model, hf.model.lm_head, 40)):
+        seen.clear()
+        generate(stepper, x, Decoding("pure"), u)
+        assert seen and not any(seen), type(stepper).__name__
+    assert torch.backends.cuda.cudnn_sdp_enabled()

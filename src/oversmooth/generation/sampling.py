@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from oversmooth.analysis.decoding import Decoding
 from oversmooth.core.io import write_parquet
@@ -65,6 +66,14 @@ def draw(logprobs: torch.Tensor, decoding: Decoding, uniforms: torch.Tensor) -> 
     return torch.searchsorted(cdf, x, right=True).squeeze(-1).clamp_max(logprobs.size(-1) - 1)
 
 
+def growing_cache_attention():
+    """The attention backends for a step over a cache that grows by a position each step: PyTorch's but cuDNN's,
+    which on CUDA sets itself up anew for each key length it has not seen (an H200 sampled 100 prompts' first 200
+    bytes in 10.4 s with it, 1.3 s without; benchmarks/inference_speed.py). A CPU has no cuDNN attention: nothing
+    changes there."""
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
 class Stepper(Protocol):
     block_size: int
 
@@ -101,7 +110,7 @@ class GPTStepper:
 
     @torch.no_grad()
     def _run(self, idx: torch.Tensor) -> torch.Tensor:
-        with bf16_autocast(self.device, self.bf16):
+        with bf16_autocast(self.device, self.bf16), growing_cache_attention():
             logits = self.model.forward_cached(idx.to(self.device), self.cache)[:, -1]
         return F.log_softmax(logits.float(), dim=-1).cpu()
 
@@ -130,7 +139,8 @@ class HFStepper:
 
     @torch.no_grad()
     def _run(self, ids: torch.Tensor) -> torch.Tensor:
-        out = self.lm.model(input_ids=ids, past_key_values=self.past, use_cache=True)
+        with growing_cache_attention():
+            out = self.lm.model(input_ids=ids, past_key_values=self.past, use_cache=True)
         self.past = out.past_key_values
         logits = out.logits[:, -1, self.lm.byte_offset : self.lm.byte_offset + VOCAB_SIZE]
         return F.log_softmax(logits.float(), dim=-1).cpu()
@@ -159,7 +169,8 @@ class TokenHeadStepper:
 
     @torch.no_grad()
     def _run(self, ids: torch.Tensor) -> torch.Tensor:
-        out = self.model.base_model(input_ids=ids.to(self.device), past_key_values=self.past, use_cache=True)
+        with growing_cache_attention():
+            out = self.model.base_model(input_ids=ids.to(self.device), past_key_values=self.past, use_cache=True)
         self.past = out.past_key_values
         return F.log_softmax(self.head(out.last_hidden_state[:, -1]).float(), dim=-1).cpu()
 
