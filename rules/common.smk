@@ -20,6 +20,7 @@ from oversmooth.core.catalog import (
     trained_models,
     training_settings,
 )
+from oversmooth.analysis.decoding import decoding_settings
 from oversmooth.core.cluster import SCHEDULING_KEYS
 from oversmooth.core.cluster import job_resources as cluster_job_resources
 from oversmooth.core.layout import (

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from oversmooth.analysis.decoding import (
+    PARAMETER,
     Decoding,
+    decoding_settings,
     decodings_from_config,
     greedy,
     nucleus_mask,
@@ -98,3 +100,81 @@ def test_top_k_keeps_ties_in_index_order_like_a_stable_sort():
     values = logp(0.1, 0.3, 0.3, 0.3, 0.0)[None]
     kept = np.exp(top_k(values, 2))
     assert kept[0].tolist() == pytest.approx([0.0, 0.5, 0.5, 0.0, 0.0])
+
+
+def warper_kept(method: str, parameter: float, logits: np.ndarray) -> np.ndarray:
+    """The entries transformers' own logits warper for `method` keeps (float64 logits, one token at least)."""
+    import torch
+    from transformers import EpsilonLogitsWarper, EtaLogitsWarper, MinPLogitsWarper, TypicalLogitsWarper
+
+    warper = {"epsilon": EpsilonLogitsWarper, "eta": lambda eta: EtaLogitsWarper(eta, device="cpu"),
+              "typical": TypicalLogitsWarper, "min_p": MinPLogitsWarper}[method](parameter)
+    return torch.isfinite(warper(None, torch.from_numpy(logits))).numpy()
+
+
+def random_logits(seed: int, rows: int = 64, vocab: int = 256) -> np.ndarray:
+    """Rows from flat to peaked: Gaussian logits at scales 0.1 to 8, a few rows with exact ties."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(rows, vocab)) * np.geomspace(0.1, 8, rows)[:, None]
+    logits[:4, : vocab // 2] = logits[:4, vocab // 2 :]  # every value twice
+    return logits
+
+
+@pytest.mark.parametrize("method, parameters", [
+    ("epsilon", (1e-4, 3e-4, 1e-3, 0.01, 0.2)),
+    ("eta", (1e-4, 3e-4, 2e-3, 0.05)),
+    ("typical", (0.2, 0.5, 0.9, 0.95, 0.999)),
+    ("min_p", (0.01, 0.05, 0.1, 0.5, 1.0)),
+])
+def test_the_truncation_samplers_keep_what_transformers_warpers_keep(method, parameters):
+    """epsilon, eta, typical and min-p against EpsilonLogitsWarper, EtaLogitsWarper, TypicalLogitsWarper and
+    MinPLogitsWarper on random logits from flat to peaked, rows with ties included: the same kept set, renormalised."""
+    for seed in range(3):
+        logits = random_logits(seed)
+        logprobs = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
+        for parameter in parameters:
+            ours = Decoding(method, **{PARAMETER[method]: parameter})(logprobs)
+            kept = np.isfinite(ours)
+            assert (kept == warper_kept(method, parameter, logits)).all(), (method, parameter, seed)
+            np.testing.assert_allclose(np.exp(ours).sum(-1), 1.0, atol=1e-12)
+            np.testing.assert_allclose(ours[kept], (logprobs - np.log(np.exp(np.where(kept, logprobs, -np.inf)).sum(-1,
+                                       keepdims=True)))[kept], atol=1e-12)
+
+
+def test_the_truncation_samplers_by_hand():
+    p = logp(0.5, 0.3, 0.15, 0.04, 0.01)
+    assert np.isfinite(Decoding("epsilon", epsilon=0.04)(p)).tolist() == [True, True, True, True, False]
+    assert np.isfinite(Decoding("min_p", min_p=0.3)(p)).tolist() == [True, True, True, False, False]  # >= 0.15
+    h = -(np.exp(p) * p).sum()  # 1.1671 nats: eta = min(0.1, sqrt(0.1) exp(-h)) = 0.0984
+    assert math.isclose(h, 1.16714, rel_tol=1e-5)
+    assert np.isfinite(Decoding("eta", eta=0.1)(p)).tolist() == [True, True, True, False, False]
+    assert np.isfinite(Decoding("eta", eta=0.2)(p)).tolist() == [True, True, True, False, False]  # at 0.139
+    assert np.isfinite(Decoding("eta", eta=0.3)(p)).tolist() == [True, True, False, False, False]  # at 0.170
+    # typical: |-log p - h| = 0.474, 0.037, 0.730, 2.052, 3.438: 0.3 first, then 0.5 (0.8), then 0.15 (0.95)
+    assert np.isfinite(Decoding("typical", typical_p=0.8)(p)).tolist() == [True, True, False, False, False]
+    assert np.isfinite(Decoding("typical", typical_p=0.81)(p)).tolist() == [True, True, True, False, False]
+    assert np.isfinite(Decoding("epsilon", epsilon=0.9)(p)).tolist() == [True, False, False, False, False]  # the top
+
+
+def test_decoding_settings_keep_the_parameters_of_the_methods_run():
+    section = {"methods": ["pure", "epsilon"], "top_k": 5, "top_p": 0.9, "temperature": 0.8, "epsilon": 3e-4,
+               "eta": 3e-4, "typical_p": 0.95, "min_p": 0.1}
+    assert decoding_settings(section) == {"methods": ["pure", "epsilon"], "epsilon": 3e-4}
+    assert decoding_settings(section, ["pure"]) == {"methods": ["pure"]}
+    assert decodings_from_config(decoding_settings(section)) == [Decoding("pure"), Decoding("epsilon", epsilon=3e-4)]
+
+
+@pytest.mark.workflow
+def test_the_truncation_samplers_keep_what_transformers_keeps_on_real_positions(smoke_run):
+    """The same comparison on the smoke run's logits files: a bottleneck model's and the ground truth's positions."""
+    from oversmooth.extraction.logit_tables import iter_logits
+
+    _, workdir, _ = smoke_run
+    for model in ("bn-4", "gt-nanogpt"):
+        logprobs = next(iter_logits(workdir / "results" / "logits" / f"{model}.parquet")).logprobs.astype(np.float64)
+        logprobs -= np.logaddexp.reduce(logprobs, axis=-1, keepdims=True)
+        for method, parameter in (("epsilon", 3e-4), ("epsilon", 0.01), ("eta", 3e-4), ("eta", 0.01), ("typical", 0.2),
+                                  ("typical", 0.95), ("min_p", 0.05), ("min_p", 0.1)):
+            kept = np.isfinite(Decoding(method, **{PARAMETER[method]: parameter})(logprobs))
+            assert (kept == warper_kept(method, parameter, logprobs)).all(), (model, method, parameter)
+            assert 1 <= kept.sum(-1).min() and kept.sum(-1).max() <= 256

@@ -14,6 +14,5 @@ def metrics_inputs(wildcards):
 def decoding_for(model):
     """The decoding settings a model is sampled and measured with: every method in `decoding.methods`, or for an
     SVD-imposed head only `svd.decoding` (thesis Tables 7.1, 7.2 and H.1 use pure sampling)."""
-    if model.startswith("svd-r"):
-        return {**config["decoding"], "methods": config["svd"]["decoding"]}
-    return config["decoding"]
+    methods = config["svd"]["decoding"] if model.startswith("svd-r") else None
+    return decoding_settings(config["decoding"], methods)  # the parameters of these methods alone

@@ -6,7 +6,7 @@ def sampling_decoding_for(model):
     """The decoding settings a model is sampled with: `decoding_for`, or for the token track (which measures every
     method) `tokens.sampling.methods`."""
     if is_token_model(model):
-        return {**config["decoding"], "methods": token_methods(config)}
+        return decoding_settings(config["decoding"], token_methods(config))
     return decoding_for(model)
 
 

@@ -23,7 +23,7 @@ def tbat_inputs(wildcards):
 
 def tbat_decoding(wildcards):
     """`decoding` with a token-track head's methods (tok-full's `tokens.full_tbat_methods` where set)."""
-    return {**config["decoding"], "methods": token_tbat_methods(config, wildcards.model)}
+    return decoding_settings(config["decoding"], token_tbat_methods(config, wildcards.model))
 
 
 def tbat_settings(wildcards):

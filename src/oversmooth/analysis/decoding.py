@@ -1,4 +1,5 @@
-"""Decoding transforms (thesis §6.1): one implementation, used by the metrics and by the sampler.
+"""Decoding transforms (thesis §6.1, and the truncation samplers of its §2.3): one implementation, used by the metrics
+and by the sampler.
 
 Each transform maps next-byte log-probabilities (..., V) to the log-probabilities of the
 distribution a decoding method samples from; bytes it removes get -inf. Ties are broken by byte
@@ -14,17 +15,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-METHODS = ("pure", "greedy", "top_k", "top_p", "temperature")
+METHODS = ("pure", "greedy", "top_k", "top_p", "temperature", "epsilon", "eta", "typical", "min_p")
+# Each method's parameter, by its key in the config's `decoding` section (pure and greedy have none).
+PARAMETER = {"top_k": "top_k", "top_p": "top_p", "temperature": "temperature", "epsilon": "epsilon", "eta": "eta",
+             "typical": "typical_p", "min_p": "min_p"}
 
 
 @dataclass(frozen=True)
 class Decoding:
-    """A decoding method and its parameter (`top_k` k, `top_p` p, `temperature` t)."""
+    """A decoding method and its parameter (`top_k` k, `top_p` p, `temperature` t, `epsilon` and `eta` the thresholds
+    of epsilon- and eta-sampling, `typical_p` the mass of locally typical sampling, `min_p` min-p's scale); the
+    defaults are the papers' (config/schema)."""
 
     method: str
     top_k: int = 5
     top_p: float = 0.9
     temperature: float = 0.8
+    epsilon: float = 3e-4
+    eta: float = 3e-4
+    typical_p: float = 0.95
+    min_p: float = 0.1
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -35,9 +45,16 @@ class Decoding:
 
 
 def decodings_from_config(settings: Mapping) -> list[Decoding]:
-    """The config's `decoding` section as one `Decoding` per listed method."""
-    params = {key: settings[key] for key in ("top_k", "top_p", "temperature")}
-    return [Decoding(method, **params) for method in settings["methods"]]
+    """The config's `decoding` section (or `decoding_settings` of it) as one `Decoding` per listed method."""
+    return [Decoding(method, **({PARAMETER[method]: settings[PARAMETER[method]]} if method in PARAMETER else {}))
+            for method in settings["methods"]]
+
+
+def decoding_settings(settings: Mapping, methods: list[str] | None = None) -> dict:
+    """`methods` (default: the section's own) with the parameters of those methods alone: what a job's result
+    depends on, so that a setting of a method the job does not run reruns nothing."""
+    methods = list(settings["methods"] if methods is None else methods)
+    return {"methods": methods, **{PARAMETER[m]: settings[PARAMETER[m]] for m in methods if m in PARAMETER}}
 
 
 def greedy(logprobs: np.ndarray) -> np.ndarray:
@@ -84,16 +101,71 @@ def temperature(logprobs: np.ndarray, t: float) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
 
 
+def epsilon_sampling(logprobs: np.ndarray, epsilon: float) -> np.ndarray:
+    """Hewitt et al. (2022)'s epsilon-sampling: keep the entries of probability >= epsilon (the most probable always,
+    every one tied with it), renormalised. Ties cannot split: the cut is a value."""
+    if not 0 <= epsilon < 1:
+        raise ValueError(f"epsilon-sampling needs 0 <= epsilon < 1, got {epsilon}")
+    return _keep_from(logprobs, np.float64(epsilon))
+
+
+def eta_sampling(logprobs: np.ndarray, eta: float) -> np.ndarray:
+    """Hewitt et al. (2022)'s eta-sampling: epsilon-sampling at min(eta, sqrt(eta) exp(-H(p))), H in nats."""
+    if not 0 <= eta < 1:
+        raise ValueError(f"eta-sampling needs 0 <= eta < 1, got {eta}")
+    return _keep_from(logprobs, np.minimum(eta, np.sqrt(eta) * np.exp(-entropy(logprobs))))
+
+
+def min_p_sampling(logprobs: np.ndarray, min_p: float) -> np.ndarray:
+    """Nguyen et al. (2024)'s min-p: keep the entries of probability >= min_p times the largest, renormalised."""
+    if not 0 <= min_p <= 1:
+        raise ValueError(f"min-p needs 0 <= min_p <= 1, got {min_p}")
+    return _keep_from(logprobs, min_p * np.exp(logprobs.max(-1, keepdims=True)))
+
+
+def typical(logprobs: np.ndarray, mass: float) -> np.ndarray:
+    """Meister et al. (2023)'s locally typical sampling: the entries ordered by |-log p - H(p)| (the most typical
+    first), the fewest whose mass reaches `mass`, with every entry tied at the cut (as transformers' warper keeps
+    them: the cut is a value, so ties cannot split), renormalised."""
+    if not 0 < mass <= 1:
+        raise ValueError(f"typical sampling needs 0 < mass <= 1, got {mass}")
+    with np.errstate(invalid="ignore"):
+        shifted = np.abs(-logprobs - entropy(logprobs))  # inf where p = 0
+    order = np.argsort(shifted, axis=-1, kind="stable")
+    in_order = np.take_along_axis(shifted, order, axis=-1)
+    mass_so_far = np.cumsum(np.take_along_axis(np.exp(logprobs), order, axis=-1), axis=-1)
+    last = np.minimum((mass_so_far < mass).sum(-1, keepdims=True), logprobs.shape[-1] - 1)
+    return _renormalise(np.where(shifted <= np.take_along_axis(in_order, last, axis=-1), logprobs, -np.inf))
+
+
+def entropy(logprobs: np.ndarray) -> np.ndarray:
+    """H(p) in nats of each row, (..., 1); entries of probability 0 add nothing."""
+    p = np.exp(logprobs)
+    with np.errstate(invalid="ignore"):  # 0 * -inf
+        return -np.where(p > 0, p * logprobs, 0.0).sum(-1, keepdims=True)
+
+
+def _keep_from(logprobs: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+    """The entries of probability >= `threshold` and those tied with the most probable, renormalised."""
+    keep = (np.exp(logprobs) >= threshold) | (logprobs == logprobs.max(-1, keepdims=True))
+    return _renormalise(np.where(keep, logprobs, -np.inf))
+
+
+TRANSFORMS = {
+    "pure": lambda logprobs, d: logprobs,
+    "greedy": lambda logprobs, d: greedy(logprobs),
+    "top_k": lambda logprobs, d: top_k(logprobs, d.top_k),
+    "top_p": lambda logprobs, d: top_p(logprobs, d.top_p),
+    "temperature": lambda logprobs, d: temperature(logprobs, d.temperature),
+    "epsilon": lambda logprobs, d: epsilon_sampling(logprobs, d.epsilon),
+    "eta": lambda logprobs, d: eta_sampling(logprobs, d.eta),
+    "typical": lambda logprobs, d: typical(logprobs, d.typical_p),
+    "min_p": lambda logprobs, d: min_p_sampling(logprobs, d.min_p),
+}
+
+
 def apply_decoding(logprobs: np.ndarray, decoding: Decoding) -> np.ndarray:
-    if decoding.method == "pure":
-        return logprobs
-    if decoding.method == "greedy":
-        return greedy(logprobs)
-    if decoding.method == "top_k":
-        return top_k(logprobs, decoding.top_k)
-    if decoding.method == "top_p":
-        return top_p(logprobs, decoding.top_p)
-    return temperature(logprobs, decoding.temperature)
+    return TRANSFORMS[decoding.method](logprobs, decoding)
 
 
 def nucleus_mask(probs: np.ndarray, tau: float) -> np.ndarray:
