@@ -113,7 +113,7 @@ def eta_sampling(logprobs: np.ndarray, eta: float) -> np.ndarray:
     """Hewitt et al. (2022)'s eta-sampling: epsilon-sampling at min(eta, sqrt(eta) exp(-H(p))), H in nats."""
     if not 0 <= eta < 1:
         raise ValueError(f"eta-sampling needs 0 <= eta < 1, got {eta}")
-    return _keep_from(logprobs, np.minimum(eta, np.sqrt(eta) * np.exp(-entropy(logprobs))))
+    return _keep_from(logprobs, np.minimum(eta, np.sqrt(eta) * np.exp(-entropy(logprobs)[..., None])))
 
 
 def min_p_sampling(logprobs: np.ndarray, min_p: float) -> np.ndarray:
@@ -130,7 +130,7 @@ def typical(logprobs: np.ndarray, mass: float) -> np.ndarray:
     if not 0 < mass <= 1:
         raise ValueError(f"typical sampling needs 0 < mass <= 1, got {mass}")
     with np.errstate(invalid="ignore"):
-        shifted = np.abs(-logprobs - entropy(logprobs))  # inf where p = 0
+        shifted = np.abs(-logprobs - entropy(logprobs)[..., None])  # inf where p = 0
     order = np.argsort(shifted, axis=-1, kind="stable")
     in_order = np.take_along_axis(shifted, order, axis=-1)
     mass_so_far = np.cumsum(np.take_along_axis(np.exp(logprobs), order, axis=-1), axis=-1)
@@ -138,11 +138,11 @@ def typical(logprobs: np.ndarray, mass: float) -> np.ndarray:
     return _renormalise(np.where(shifted <= np.take_along_axis(in_order, last, axis=-1), logprobs, -np.inf))
 
 
-def entropy(logprobs: np.ndarray) -> np.ndarray:
-    """H(p) in nats of each row, (..., 1); entries of probability 0 add nothing."""
-    p = np.exp(logprobs)
-    with np.errstate(invalid="ignore"):  # 0 * -inf
-        return -np.where(p > 0, p * logprobs, 0.0).sum(-1, keepdims=True)
+def entropy(logprobs: np.ndarray, probs: np.ndarray | None = None) -> np.ndarray:
+    """Shannon entropy in nats along the last axis, with 0 log 0 = 0 (`probs`: exp(logprobs), if at hand)."""
+    probs = np.exp(logprobs) if probs is None else probs
+    with np.errstate(invalid="ignore"):  # 0 * -inf, left out by the mask
+        return -np.where(logprobs > -np.inf, probs * logprobs, 0.0).sum(-1)
 
 
 def _keep_from(logprobs: np.ndarray, threshold: np.ndarray) -> np.ndarray:

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from oversmooth.analysis.decoding import Decoding, nucleus_mask
+from oversmooth.analysis.decoding import Decoding, entropy, nucleus_mask
 from oversmooth.core.io import atomic_path
 from oversmooth.core.logs import get_logger
 from oversmooth.extraction.logit_tables import iter_aligned_logits
@@ -51,13 +51,6 @@ POSITION_SCHEMA = pa.schema(
         *((name, pa.float64()) for name in METRICS),
     ]
 )
-
-
-def entropy(logprobs: np.ndarray, probs: np.ndarray | None = None) -> np.ndarray:
-    """Shannon entropy in nats along the last axis, with 0 log 0 = 0 (`probs`: exp(logprobs), if at hand)."""
-    probs = np.exp(logprobs) if probs is None else probs
-    with np.errstate(invalid="ignore"):  # 0 * -inf, left out by the mask
-        return -np.where(logprobs > -np.inf, probs * logprobs, 0.0).sum(-1)
 
 
 def kl_divergence(logp: np.ndarray, logq: np.ndarray, p: np.ndarray | None = None) -> np.ndarray:
