@@ -60,6 +60,7 @@ def test_the_closure_follows_imports_through_the_library(repo):
 def test_each_module_is_its_own_param_named_in_its_value(repo):
     params = library_params(SCRIPTS / "tbat.py")
     assert params["code_analysis_tbat"].startswith("oversmooth.analysis.tbat ")
+    assert params["code_analysis_bat_solver"].startswith("oversmooth.analysis.bat.solver ")  # a sub-package's module
     assert params["code_oversmooth"].startswith("oversmooth ")
     assert params["code_analysis"].startswith("oversmooth.analysis ")
     assert set(params) == {"code_" + ("_".join(m.split(".")[1:]) or "oversmooth")
