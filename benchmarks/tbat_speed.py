@@ -4,8 +4,10 @@ Random heads W (256 x k) and outputs p = softmax(W z), or real positions of a tr
     python benchmarks/tbat_speed.py [--ks 4 8 16 32 256 --positions 40 --reference-positions 4]
     python benchmarks/tbat_speed.py --checkpoint results/models/bn-8/best.pt --logits results/logits/bn-8.parquet
 Prints, per k, seconds per position of ours, of the solver at `--baseline` (a git revision, default the tag
-v0.2.0) and of the thesis's method, the ratios, LP solves per position, and whether the reject sets are identical
-(goal: >= 100x the thesis's method for every k <= 32, and no LP at full rank). Every solver runs on one BLAS
+v0.2.0: its src/oversmooth/analysis/tbat.py, or from the solver's split into a sub-package on, its
+src/oversmooth/analysis/bat under a name of its own; `baseline_solver`) and of the thesis's method, the ratios, LP
+solves per position, and whether the reject sets are identical (goal: >= 100x the thesis's method for every k <= 32,
+and no LP at full rank). Every solver runs on one BLAS
 thread, as a TBAT job of `threads: 1` does.
 
 A token-track head over its whole vocabulary (49,152 tokens: one linprog per token would take hours per position,
@@ -26,10 +28,12 @@ import argparse
 import time
 
 import numpy as np
-from shared import module_at, token_head
+from shared import bat_solver_at, token_head
 
+from oversmooth.analysis.bat.settings import TBATSettings
+from oversmooth.analysis.bat.solver import BATSolver
 from oversmooth.analysis.reference import bat_reject_set
-from oversmooth.analysis.tbat import BATSolver, TBATSettings, one_blas_thread
+from oversmooth.analysis.tbat import one_blas_thread
 from oversmooth.extraction.logit_tables import sampled_logit_rows
 
 
@@ -90,8 +94,10 @@ def token_outputs(head_path: str, states: str, n: int, seed: int,
 
 
 def baseline_solver(revision: str):
-    """The BATSolver class of tbat.py at a git revision (a tag such as v0.2.0), loaded beside today's."""
-    return module_at(revision, "src/oversmooth/analysis/tbat.py").BATSolver
+    """The BATSolver class at a git revision (a tag such as v0.2.0), loaded beside today's: the sub-package
+    src/oversmooth/analysis/bat at a revision that has it, copied to a temporary folder under a name of its own, or
+    the single module src/oversmooth/analysis/tbat.py at an earlier one (`shared.bat_solver_at`)."""
+    return bat_solver_at(revision)
 
 
 def timed(solver, p: np.ndarray):

@@ -13,6 +13,8 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
 FIGURE_SCRIPTS = {"figure_4_2", "figure_4_3", "figure_5_1", "figure_token_heads", "figure_token_quality",
                   "figure_token_bottleneck", "position_figure", "training_figure", "figure_godey_anisotropy",
                   "figure_godey_rank_loss", "figure_loss_matched"}
+BAT_MODULES = sorted(path.stem for path in module_file("oversmooth.analysis.bat").parent.glob("*.py")
+                     if path.stem != "__init__")  # the BAT solver's modules: settings, polytope, screen, ...
 
 MODULE = '''"""A module."""
 
@@ -58,6 +60,7 @@ def test_the_closure_follows_imports_through_the_library(repo):
 def test_each_module_is_its_own_param_named_in_its_value(repo):
     params = library_params(SCRIPTS / "tbat.py")
     assert params["code_analysis_tbat"].startswith("oversmooth.analysis.tbat ")
+    assert params["code_analysis_bat_solver"].startswith("oversmooth.analysis.bat.solver ")  # a sub-package's module
     assert params["code_oversmooth"].startswith("oversmooth ")
     assert params["code_analysis"].startswith("oversmooth.analysis ")
     assert set(params) == {"code_" + ("_".join(m.split(".")[1:]) or "oversmooth")
@@ -85,8 +88,10 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
 
 
 @pytest.mark.parametrize("module, scripts", [
-    # the solver: TBAT, and Table I.1's timings of it
-    ("tbat", {"tbat", "time_metrics", "table_i_1"}),
+    # the BAT solver (every module of oversmooth.analysis.bat): TBAT, and Table I.1's timings of it; TBAT's job side
+    # (its positions, workers and table): the TBAT job alone
+    *[(module, {"tbat", "time_metrics", "table_i_1"}) for module in BAT_MODULES],
+    ("tbat", {"tbat"}),
     # the metrics' tables: the tables and the figures drawn from them (the quality tables share its byte
     # frequencies), no metrics, TBAT or quality job
     ("metrics_report", {"metrics_table", "loss_matched", "quality_table", "sample_table"} | FIGURE_SCRIPTS),
@@ -157,7 +162,8 @@ import sys
 import numpy as np
 from oversmooth.analysis.decoding import decodings_from_config
 from oversmooth.analysis.metrics import PositionChunk, write_position_metrics
-from oversmooth.analysis.tbat import TBATSettings, model_tbat
+from oversmooth.analysis.bat.settings import TBATSettings
+from oversmooth.analysis.tbat import model_tbat
 from oversmooth.analysis.timing import model_timings
 from oversmooth.extraction.logit_tables import SampledRows
 from oversmooth.models.torchfile import read_output_matrix

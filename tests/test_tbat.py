@@ -6,10 +6,12 @@ import scipy.optimize
 import threadpoolctl
 
 from oversmooth.analysis import tbat
+from oversmooth.analysis.bat import descent, lp, polish, projections, repair, screen, settings
+from oversmooth.analysis.bat.polytope import Polytope, dual_bounds, row_basis
+from oversmooth.analysis.bat.settings import TBATSettings
+from oversmooth.analysis.bat.solver import BATSolver
 from oversmooth.analysis.reference import bat_reject_set
-from oversmooth.analysis.tbat import (
-    BATSolver, TBATSettings, dual_bounds, one_blas_thread, row_basis, tbat_positions,
-)
+from oversmooth.analysis.tbat import one_blas_thread, tbat_positions
 from oversmooth.extraction.logit_tables import sample_positions
 
 
@@ -107,7 +109,7 @@ def test_every_token_the_screen_rejects_has_the_witness_its_formula_gives():
     solver, u = BATSolver(W), p / 0.8
     undecided, rejected = (p <= 0.2) & (u > 1e-9), u <= 1e-9
     before = undecided.copy()
-    solver._screen(p, u, undecided, rejected)
+    solver.screen_and_repair(solver.polytope(p), undecided, rejected)
     screened = np.flatnonzero(before & rejected)
     assert len(screened) > 1300  # of 1,441 undecided: most of the tail, without an LP
     A = np.vstack([W.T, np.ones(len(p))])
@@ -116,7 +118,7 @@ def test_every_token_the_screen_rejects_has_the_witness_its_formula_gives():
         return np.abs(A @ q - A @ p).max() < 1e-9 and q.min() >= -1e-12 and (q - u).max() <= 1e-12
 
     for i in screened[:: len(screened) // 50]:
-        assert any(is_witness(screen_witness(W, p, i, power)) for power in tbat.SCREEN_POWERS)
+        assert any(is_witness(screen_witness(W, p, i, power)) for power in settings.SCREEN_POWERS)
 
 
 def screened(W, p):
@@ -124,7 +126,8 @@ def screened(W, p):
     u = p / 0.8
     undecided, rejected = (p <= 0.2) & (u > 1e-9), u <= 1e-9
     before = undecided.copy()
-    repaired, _ = BATSolver(W)._screen(p, u, undecided, rejected)
+    solver = BATSolver(W)
+    repaired, _ = solver.screen_and_repair(solver.polytope(p), undecided, rejected)
     return np.flatnonzero(before & rejected), int(undecided.sum()), repaired
 
 
@@ -133,7 +136,7 @@ def test_tokens_only_the_repair_rejects_are_rejected_by_the_definition(monkeypat
     tokens the plain moves leave, and the definition (one LP per token) rejects each of them too."""
     W, p = random_instance(2500, 16, 5, scale=4.0)
     with_repair, left, repaired = screened(W, p)
-    monkeypatch.setattr(tbat, "REPAIR_ROUNDS", 0)
+    monkeypatch.setattr(settings, "REPAIR_ROUNDS", 0)
     plain, plain_left, none = screened(W, p)
     only_repair = np.setdiff1d(with_repair, plain)
     assert none == 0 and repaired == len(only_repair) >= 10 and left == plain_left - repaired
@@ -144,10 +147,10 @@ def test_tokens_only_the_repair_rejects_are_rejected_by_the_definition(monkeypat
 
 def test_a_repair_that_would_pin_too_many_tokens_gives_up_and_leaves_the_token_undecided(monkeypatch):
     W, p = random_instance(2500, 16, 5, scale=4.0)
-    monkeypatch.setattr(tbat, "REPAIR_ROUNDS", 0)
+    monkeypatch.setattr(settings, "REPAIR_ROUNDS", 0)
     plain, plain_left, _ = screened(W, p)
-    monkeypatch.setattr(tbat, "REPAIR_ROUNDS", 12)
-    monkeypatch.setattr(tbat, "REPAIR_FIXED", 1)  # token i itself: any token crossing its bound is one too many
+    monkeypatch.setattr(settings, "REPAIR_ROUNDS", 12)
+    monkeypatch.setattr(settings, "REPAIR_FIXED", 1)  # token i itself: any token crossing its bound is one too many
     rejected, left, repaired = screened(W, p)
     assert repaired == 0 and left == plain_left and np.array_equal(rejected, plain)
 
@@ -156,7 +159,7 @@ def test_tokens_of_mass_below_the_lp_tolerance_are_rejected_only_with_a_move_tha
     # dropping a token of mass ~5e-8 misses A p by less than the LPs' absolute tolerance (1e-8) with no move at
     # all: the repair's check is relative to the mass moved. 256 tokens at k = 64 through the large-vocabulary
     # path (where the repair runs); an absolute check rejected 14 tokens of mass 2e-8 to 7e-8 the definition accepts
-    monkeypatch.setattr(tbat, "FULL_LP_COLUMNS", 100)
+    monkeypatch.setattr(settings, "FULL_LP_COLUMNS", 100)
     W, p = random_instance(256, 64, 101, scale=6.0)
     result = BATSolver(W).reject_set(p)
     expected, failures = bat_reject_set(p, W)
@@ -169,10 +172,10 @@ def test_a_repair_that_pins_tokens_with_equal_rows_gives_the_definitions_sets(mo
     # every token twice (equal rows of W, equal mass): a repair that pins both of a pair has diag(1 / w_F) - K_FF
     # singular or nearly; it raised LinAlgError in a smoke run's TBAT job (bn-64@10 on the teacher's language).
     # 256 tokens through the large-vocabulary path, where the repair runs
-    monkeypatch.setattr(tbat, "FULL_LP_COLUMNS", 100)
+    monkeypatch.setattr(settings, "FULL_LP_COLUMNS", 100)
     asked = []  # every direction the repair asked for
-    direction = tbat.Pinned.direction
-    monkeypatch.setattr(tbat.Pinned, "direction", lambda self, Z, w: asked.append(y := direction(self, Z, w)) or y)
+    direction = repair.Pinned.direction
+    monkeypatch.setattr(repair.Pinned, "direction", lambda self, Z, w: asked.append(y := direction(self, Z, w)) or y)
     rng = np.random.default_rng(0)
     W = np.repeat(rng.normal(size=(128, 16)), 2, axis=0)
     logits = 3 * W @ rng.normal(size=16) / 4
@@ -189,14 +192,14 @@ def test_a_pinned_pair_whose_system_is_exactly_singular_gives_no_direction():
     # two pinned tokens with equal columns z of Z and w = 1: diag(1 / w_F) - K_FF = [[1 - a, -a], [-a, 1 - a]] with
     # a = z.z = 0.5 exactly, a singular matrix under any rounding
     Z = np.array([[0.5, 0.5, 0.1], [0.5, 0.5, 0.2]])
-    assert tbat.Pinned([0, 1], [-0.1, 0.05]).direction(Z, np.ones(3)) is None
-    assert tbat.Pinned([0, 2], [-0.1, 0.05]).direction(Z, np.ones(3)) is not None  # a regular pair gives one
+    assert repair.Pinned([0, 1], [-0.1, 0.05]).direction(Z, np.ones(3)) is None
+    assert repair.Pinned([0, 2], [-0.1, 0.05]).direction(Z, np.ones(3)) is not None  # a regular pair gives one
 
 
 def test_witnesses_checked_in_batches_judge_each_move_alone(monkeypatch):
     # the screen's and the descent's candidate q's go through one product per WITNESS_BATCH rows: a batch that
     # holds a witness and two near-misses must accept the witness only, across a batch boundary
-    monkeypatch.setattr(tbat, "WITNESS_BATCH", 2)
+    monkeypatch.setattr(settings, "WITNESS_BATCH", 2)
     W, p = random_instance(60, 3, 2)
     A, u = np.vstack([W.T, np.ones(len(p))]), p / 0.8
     lp = [scipy.optimize.linprog(np.eye(len(p))[i], A_eq=A, b_eq=A @ p, bounds=np.c_[np.zeros(len(p)), u],
@@ -207,21 +210,21 @@ def test_witnesses_checked_in_batches_judge_each_move_alone(monkeypatch):
     q[i] = 0.0
     off = q.copy()
     off[j] += 1e-6  # A q misses A p by about 1e-6
-    solver, support = BATSolver(W), np.arange(len(p))
-    found = solver._witnesses(np.stack([off, q, q]), support, np.array([i, i, j]), solver.Q @ p, p)
+    solver = BATSolver(W)
+    found = solver.polytope(p).witnesses(np.stack([off, q, q]), np.array([i, i, j]))
     assert found.tolist() == [False, True, False]  # q is no witness for j: zeroing q_j moves A q
 
 
-def recorded_witnesses(solver, monkeypatch) -> list:
+def recorded_witnesses(monkeypatch) -> list:
     """Every witness the solver's checks accept from now on, as (token, support, q on the support)."""
-    witnesses, check = [], solver._witnesses
+    witnesses, check = [], Polytope.witnesses
 
-    def recorded(q_support, support, tokens, b, p):
-        found = check(q_support, support, tokens, b, p)
-        witnesses.extend((i, support, q.copy()) for i, q, ok in zip(tokens, q_support, found) if ok)
+    def recorded(P, q_support, tokens):
+        found = check(P, q_support, tokens)
+        witnesses.extend((i, P.support, q.copy()) for i, q, ok in zip(tokens, q_support, found) if ok)
         return found
 
-    monkeypatch.setattr(solver, "_witnesses", recorded)
+    monkeypatch.setattr(Polytope, "witnesses", recorded)
     return witnesses
 
 
@@ -230,22 +233,23 @@ def assert_each_witness_meets_every_constraint(witnesses, W, p):
     for i, support, q_support in witnesses:
         q = np.zeros(len(p))
         q[support] = q_support
-        q[i] = 0.0  # the q that `_witnesses` checked: 0 at its token
+        q[i] = 0.0  # the q that `Polytope.witnesses` checked: 0 at its token
         assert q.min() >= 0 and (q - u).max() <= 0 and np.abs(A @ q - A @ p).max() < 1e-9
 
 
 def plain_moves_then_descent(W, p, monkeypatch):
     """The tokens the move with w = p leaves (no other move, no repair), and the solver's state after the descent
     on them, with the q of every witness it accepted (token, q)."""
-    monkeypatch.setattr(tbat, "SCREEN_POWERS", (1.0,))
-    monkeypatch.setattr(tbat, "REPAIR_POWERS", (1.0,))
-    monkeypatch.setattr(tbat, "REPAIR_ROUNDS", 0)
+    monkeypatch.setattr(settings, "SCREEN_POWERS", (1.0,))
+    monkeypatch.setattr(settings, "REPAIR_POWERS", (1.0,))
+    monkeypatch.setattr(settings, "REPAIR_ROUNDS", 0)
     solver, u = BATSolver(W), p / 0.8
-    witnesses = recorded_witnesses(solver, monkeypatch)
+    witnesses = recorded_witnesses(monkeypatch)
     undecided, rejected = (p <= 0.2) & (u > 1e-9), u <= 1e-9
-    _, Z = solver._screen(p, u, undecided, rejected)
+    P = solver.polytope(p)
+    _, Z = solver.screen_and_repair(P, undecided, rejected)
     left = np.flatnonzero(undecided)
-    _, directions = solver._descend(Z, np.flatnonzero(p > 0), p, u, undecided, rejected)
+    _, directions = descent.descend(P, Z, undecided, rejected)
     assert sorted(directions) == np.flatnonzero(undecided).tolist()  # a direction for every token it left
     return left, undecided, rejected, witnesses, solver, directions
 
@@ -264,12 +268,11 @@ def test_the_descents_witnesses_and_certificates_give_the_definitions_answers(mo
 
 @pytest.mark.parametrize("rows", [100, 0])
 def test_the_screen_moves_and_repairs_in_proportion_to_p_alone_where_the_descent_follows(monkeypatch, rows):
-    monkeypatch.setattr(tbat, "DESCENT_ROWS", rows)  # 49 rows: the descent follows where this is 0
-    weights, whitened, repair = [], BATSolver._whitened, BATSolver._repair
-    monkeypatch.setattr(BATSolver, "_whitened", lambda self, support, w, *args: weights.append(("move", w))
-                        or whitened(self, support, w, *args))
-    monkeypatch.setattr(BATSolver, "_repair", lambda self, Z, support, w, *args: weights.append(("repair", w))
-                        or repair(self, Z, support, w, *args))
+    monkeypatch.setattr(settings, "DESCENT_ROWS", rows)  # 49 rows: the descent follows where this is 0
+    weights, whitened, repaired = [], screen.whitened, repair.repair
+    monkeypatch.setattr(screen, "whitened", lambda P, w, *args: weights.append(("move", w)) or whitened(P, w, *args))
+    monkeypatch.setattr(repair, "repair", lambda P, Z, w, *args: weights.append(("repair", w))
+                        or repaired(P, Z, w, *args))
     W, p = random_instance(4000, 48, 2, scale=6.0)
     BATSolver(W).reject_set(p)
     powers = [(step, round(float(np.log(w[0]) / np.log(p[0])), 6)) for step, w in weights]  # p > 0 everywhere
@@ -281,10 +284,10 @@ def test_the_screen_moves_and_repairs_in_proportion_to_p_alone_where_the_descent
 def test_onto_plane_moves_each_point_to_the_nearest_one_with_a_q_equal_to_a_p_and_q_i_zero():
     W, p = random_instance(300, 8, 1)
     solver, at = BATSolver(W), np.array([3, 7])
-    Z, K, _ = solver._whitened(np.arange(len(p)), p, at)
+    Z, K, _ = screen.whitened(solver.polytope(p), p, at)  # every token in the support
     q = p * np.random.default_rng(0).uniform(0, 1.25, size=(2, len(p)))
     q[[0, 1], at] = 0.0
-    moved = tbat._onto_plane(q, p, Z, Z[:, at].T, at, 1 - p[at] * K[at])  # every token in the support
+    moved = projections.onto_plane(q, p, Z, Z[:, at].T, at, 1 - p[at] * K[at])  # every token in the support
     A = np.vstack([W.T, np.ones(len(p))])
     for point, i, m in zip(q, at, moved):
         # the nearest point in the p-weighted norm (KKT): m_l = q_l + p_l (A_l . lam) for l != i, A m = A p
@@ -299,13 +302,14 @@ def test_onto_plane_moves_each_point_to_the_nearest_one_with_a_q_equal_to_a_p_an
 def projected_after_the_move(W, p, monkeypatch):
     """The tokens the move and repair leave where the descent runs, the solver's state after the alternating
     projections on them, and the q of every witness checked (token, q)."""
-    monkeypatch.setattr(tbat, "DESCENT_ROWS", 0)
+    monkeypatch.setattr(settings, "DESCENT_ROWS", 0)
     solver, u = BATSolver(W), p / 0.8
-    witnesses = recorded_witnesses(solver, monkeypatch)
+    witnesses = recorded_witnesses(monkeypatch)
     undecided, rejected = (p <= 0.2) & (u > 1e-9), u <= 1e-9
-    _, Z = solver._screen(p, u, undecided, rejected)
+    P = solver.polytope(p)
+    _, Z = solver.screen_and_repair(P, undecided, rejected)
     left, witnesses[:] = np.flatnonzero(undecided), []
-    found = solver._project(Z, np.flatnonzero(p > 0), p, u, undecided, rejected)
+    found = projections.project(P, Z, undecided, rejected)
     return left, undecided, rejected, witnesses, found
 
 
@@ -320,7 +324,7 @@ def test_the_projections_witnesses_meet_every_constraint_and_the_definition_reje
 
 
 def test_a_projection_whose_witness_fails_its_check_rejects_nothing(monkeypatch):
-    monkeypatch.setattr(BATSolver, "_witnesses", lambda self, q, *args: np.zeros(len(q), dtype=bool))
+    monkeypatch.setattr(Polytope, "witnesses", lambda self, q, *args: np.zeros(len(q), dtype=bool))
     W, p = random_instance(4000, 48, 2, scale=6.0)
     left, undecided, rejected, _, found = projected_after_the_move(W, p, monkeypatch)
     assert found == 0 and not rejected[left].any() and undecided[left].all()
@@ -328,17 +332,17 @@ def test_a_projection_whose_witness_fails_its_check_rejects_nothing(monkeypatch)
 
 def test_a_token_whose_plane_point_was_checked_leaves_the_projections(monkeypatch):
     # a check that fails once would fail again from the next round's nearly equal point: each token is checked once
-    checked, check, project = [], BATSolver._witnesses, BATSolver._project
+    checked, check, project = [], Polytope.witnesses, projections.project
 
-    def failing_in_the_projections(self, q, support, tokens, *args):
+    def failing_in_the_projections(self, q, tokens, *args):
         if not projecting:
-            return check(self, q, support, tokens, *args)
+            return check(self, q, tokens, *args)
         checked.extend(tokens.tolist())
         return np.zeros(len(q), dtype=bool)
 
     projecting = []
-    monkeypatch.setattr(BATSolver, "_witnesses", failing_in_the_projections)
-    monkeypatch.setattr(BATSolver, "_project", lambda self, *args: projecting.append(1) or project(self, *args))
+    monkeypatch.setattr(Polytope, "witnesses", failing_in_the_projections)
+    monkeypatch.setattr(projections, "project", lambda *args: projecting.append(1) or project(*args))
     W, p = random_instance(4000, 48, 2, scale=6.0)
     left, undecided, rejected, _, found = projected_after_the_move(W, p, monkeypatch)
     assert len(left) == 27 and found == 0 and not rejected[left].any()
@@ -348,19 +352,19 @@ def test_a_token_whose_plane_point_was_checked_leaves_the_projections(monkeypatc
 def test_no_projection_where_the_screen_inverts_m_on_part_of_its_range(monkeypatch):
     # a plane point would miss A p along the directions left out, and fail its check (SmolLM2's head under
     # temperature 0.8: 477 tokens, 40 rounds, none rejected, 81 s): no round at all
-    monkeypatch.setattr(tbat, "SCREEN_CONDITION", 10.0)
-    calls, onto_plane = [], tbat._onto_plane
-    monkeypatch.setattr(tbat, "_onto_plane", lambda *args: calls.append(1) or onto_plane(*args))
+    monkeypatch.setattr(settings, "SCREEN_CONDITION", 10.0)
+    calls, onto_plane = [], projections.onto_plane
+    monkeypatch.setattr(projections, "onto_plane", lambda *args: calls.append(1) or onto_plane(*args))
     W, p = random_instance(4000, 48, 2, scale=6.0)
     left, undecided, rejected, witnesses, found = projected_after_the_move(W, p, monkeypatch)
     assert len(left) > 0 and found == 0 and not calls and undecided[left].all()
 
 
 def test_reject_set_with_the_projections_gives_the_set_without_them(monkeypatch):
-    monkeypatch.setattr(tbat, "DESCENT_ROWS", 0)
+    monkeypatch.setattr(settings, "DESCENT_ROWS", 0)
     W, p = random_instance(4000, 48, 2, scale=6.0)
     projected = BATSolver(W).reject_set(p)
-    monkeypatch.setattr(tbat, "PROJECTION_ROUNDS", 0)
+    monkeypatch.setattr(settings, "PROJECTION_ROUNDS", 0)
     plain = BATSolver(W).reject_set(p)
     assert projected.stats["projected"] == 15 and plain.stats["projected"] == 0 and not projected.failed
     assert np.array_equal(projected.rejected, plain.rejected)
@@ -371,16 +375,16 @@ def test_the_descents_momentum_restarts_only_where_it_carried_the_iterate_uphill
     # (1, 0) for the first (the same way: uphill, momentum reset to 1) and (-1, 0) for the second (kept)
     y, step = np.array([[1.0, 1.0], [0.0, 0.0]]), np.zeros((2, 2))
     x = np.array([[-1.0, 1.0], [0.0, 0.0]])
-    assert tbat._restarted(np.array([3.5, 3.5]), y, step, x).tolist() == [1.0, 3.5]
+    assert descent.restarted(np.array([3.5, 3.5]), y, step, x).tolist() == [1.0, 3.5]
     # orthogonal moves (dot product 0) keep their momentum
-    assert tbat._restarted(np.array([2.0]), np.array([[1.0], [0.0]]), np.zeros((2, 1)),
+    assert descent.restarted(np.array([2.0]), np.array([[1.0], [0.0]]), np.zeros((2, 1)),
                            np.array([[0.0], [-1.0]])).tolist() == [2.0]
 
 
 def test_the_descent_takes_every_undecided_token_a_chunk_at_a_time(monkeypatch):
     # more tokens left than DESCENT_TOKENS: the less probable ones used to get no descent and no direction (so no
     # polish), and went to the dense LPs (SmolLM2's head: 378 tokens at one position, over 24 minutes)
-    monkeypatch.setattr(tbat, "DESCENT_TOKENS", 8)
+    monkeypatch.setattr(settings, "DESCENT_TOKENS", 8)
     W, p = random_instance(4000, 48, 2, scale=6.0)
     left, undecided, *_, directions = plain_moves_then_descent(W, p, monkeypatch)
     assert len(left) > 2 * 8 and len(directions) == undecided.sum() > 8  # the helper: one for every token left
@@ -390,36 +394,36 @@ def test_the_descents_tail_sample_cuts_the_tail_into_strata_of_equal_mass():
     # cumulative masses 0.5, 0.6, 0.9, 1.0; 3 strata of 1/3, middles 1/6, 1/2, 5/6: token 0 (twice; its mass ends at
     # 0.5, a middle on it counts), then token 2; each stands for the strata it took
     p = np.array([0.5, 0.1, 0.3, 0.1])
-    tokens, weights = tbat.mass_sample(p, np.arange(4), 3)
+    tokens, weights = descent.mass_sample(p, np.arange(4), 3)
     assert tokens.tolist() == [0, 2] and np.allclose(weights, [2 / 3, 1 / 3])
-    tokens, weights = tbat.mass_sample(p, np.arange(4), 2)  # middles 0.25, 0.75
+    tokens, weights = descent.mass_sample(p, np.arange(4), 2)  # middles 0.25, 0.75
     assert tokens.tolist() == [0, 2] and np.allclose(weights, [0.5, 0.5])
-    tokens, weights = tbat.mass_sample(p, np.array([1, 3]), 2)  # no more tokens than the sample: all, as they are
+    tokens, weights = descent.mass_sample(p, np.array([1, 3]), 2)  # no more tokens than the sample: all, as they are
     assert tokens.tolist() == [1, 3] and weights.tolist() == [0.1, 0.1]
 
 
 def recorded_iterations(monkeypatch) -> list:
     """The dtype of every kink-slope evaluation: float32 for each of the descent's iterations, float64 at its checks."""
-    iterations, slopes = [], tbat._kink_slopes
-    monkeypatch.setattr(tbat, "_kink_slopes", lambda s, *args: iterations.append(s.dtype) or slopes(s, *args))
+    iterations, slopes = [], descent.kink_slopes
+    monkeypatch.setattr(descent, "kink_slopes", lambda s, *args: iterations.append(s.dtype) or slopes(s, *args))
     return iterations
 
 
 def test_a_token_whose_bounds_stall_leaves_the_descent_at_that_check(monkeypatch):
     # with any gain counted as a stall every token leaves at its second check (the first has none before it to
     # compare): 2 x DESCENT_CHECK iterations where 1,000 would run, and a direction for each token left (the polish's)
-    monkeypatch.setattr(tbat, "DESCENT_STALL", np.inf)
+    monkeypatch.setattr(settings, "DESCENT_STALL", np.inf)
     iterations = recorded_iterations(monkeypatch)
     W, p = random_instance(4000, 48, 2, scale=6.0)  # 49 tokens left by the move; 1,000 iterations leave 27
     left, undecided, *_, directions = plain_moves_then_descent(W, p, monkeypatch)
-    assert len(left) == 49 and iterations.count(np.float32) == 2 * tbat.DESCENT_CHECK  # one chunk's iterations
+    assert len(left) == 49 and iterations.count(np.float32) == 2 * settings.DESCENT_CHECK  # one chunk's iterations
     assert sorted(directions) == np.flatnonzero(undecided).tolist() and len(directions) == 43  # the default: 27
 
 
 def test_tokens_below_the_descents_floor_get_their_least_squares_direction_without_its_iterations(monkeypatch):
     # at temperature 0.8 the descent settled none of 280 tokens of mass below 1e-6 (30 s a chunk): they go to the
     # polish with the direction the descent would have started from, s = K_i / K_ii (s_i = 1), none rejected here
-    monkeypatch.setattr(tbat, "DESCENT_FLOOR", 1.0)  # every token below it
+    monkeypatch.setattr(settings, "DESCENT_FLOOR", 1.0)  # every token below it
     iterations = recorded_iterations(monkeypatch)
     W, p = random_instance(4000, 48, 2, scale=6.0)
     left, undecided, rejected, witnesses, solver, directions = plain_moves_then_descent(W, p, monkeypatch)
@@ -433,8 +437,8 @@ def test_tokens_below_the_descents_floor_get_their_least_squares_direction_witho
 def shorten_the_descent(monkeypatch):
     """The descent stopped at 300 iterations, checked every 20: on `random_instance(4000, 48, 2, 6.0)` it leaves 41
     tokens to the polish (1000 iterations, checked every 100, leave 27)."""
-    monkeypatch.setattr(tbat, "DESCENT_ROUNDS", 300)
-    monkeypatch.setattr(tbat, "DESCENT_CHECK", 20)
+    monkeypatch.setattr(settings, "DESCENT_ROUNDS", 300)
+    monkeypatch.setattr(settings, "DESCENT_CHECK", 20)
 
 
 @pytest.mark.parametrize("rows", ["orthonormal", "as_they_are"])
@@ -444,18 +448,18 @@ def test_the_polish_settles_the_tokens_the_descent_leaves_as_the_definition_does
     # definition agreeing on each. With A's rows made orthonormal every LP converges; with its rows as they are
     # (columns scaled by u) the method stalled short of its tolerance on some here (rounding near a degenerate
     # optimum, so not asserted) and its last iterate decided (returning nothing there left 3 of 40)
-    monkeypatch.setattr(tbat, "POLISH_ROUNDS", 1)
-    monkeypatch.setattr(tbat, "ROW_RANK", tbat.ROW_RANK if rows == "orthonormal" else np.inf)
+    monkeypatch.setattr(settings, "POLISH_ROUNDS", 1)
+    monkeypatch.setattr(settings, "ROW_RANK", settings.ROW_RANK if rows == "orthonormal" else np.inf)
     shorten_the_descent(monkeypatch)
     W, p = random_instance(4000, 48, 2, scale=6.0)
     left, undecided, rejected, witnesses, solver, directions = plain_moves_then_descent(W, p, monkeypatch)
     assert len(directions) == 41 and len(witnesses) == rejected[left].sum() > 0
-    support, u = np.flatnonzero(p > 0), p / 0.8
-    converged, interior_point = [], tbat.interior_point
-    monkeypatch.setattr(tbat, "interior_point", lambda *args: converged.append((x := interior_point(*args))[2]) or x)
+    P = solver.polytope(p)
+    converged, interior_point = [], lp.interior_point
+    monkeypatch.setattr(lp, "interior_point", lambda *args: converged.append((x := interior_point(*args))[2]) or x)
     for i in directions:
         if undecided[i]:
-            solver._polish(i, support, directions[i], p, u, undecided, rejected)
+            polish.polish(P, i, directions[i], undecided, rejected)
     polished = [i for i in directions if not undecided[i]]
     assert len(polished) == 41 and 0 < rejected[polished].sum() < 41  # both answers among them
     if rows == "orthonormal":
@@ -468,17 +472,17 @@ def test_the_polishs_next_lp_frees_the_tail_tokens_its_dual_wants_elsewhere(monk
     # one LP over a part of P (the tail moving as one) settles token i only where the tail's vertex is right; where
     # it is not, the tail tokens carrying the duality gap join the free ones: fewer free tokens at first (2 per row
     # of A and 50 kinks), the same answers as the definition, some tokens after more than one LP
-    monkeypatch.setattr(tbat, "FREE_COLUMNS", 0)
-    monkeypatch.setattr(tbat, "POLISH_KINKS", 50)
+    monkeypatch.setattr(settings, "FREE_COLUMNS", 0)
+    monkeypatch.setattr(settings, "POLISH_KINKS", 50)
     shorten_the_descent(monkeypatch)
     W, p = random_instance(4000, 48, 2, scale=6.0)
     left, undecided, rejected, _, solver, directions = plain_moves_then_descent(W, p, monkeypatch)
-    support, u = np.flatnonzero(p > 0), p / 0.8
-    lps, polish_lp = [], solver._polish_lp
-    monkeypatch.setattr(solver, "_polish_lp", lambda i, *args: lps.append(i) or polish_lp(i, *args))
+    P = solver.polytope(p)
+    lps, polish_lp = [], polish.polish_lp
+    monkeypatch.setattr(polish, "polish_lp", lambda P, i, *args: lps.append(i) or polish_lp(P, i, *args))
     for i in directions:
         if undecided[i]:
-            solver._polish(i, support, directions[i], p, u, undecided, rejected)
+            polish.polish(P, i, directions[i], undecided, rejected)
     assert len(lps) > len(set(lps)) and not undecided[left].any()
     expected, failures = bat_reject_set(p, W, tokens=left)
     assert not failures and np.array_equal(expected[left], rejected[left])
@@ -488,14 +492,14 @@ def test_the_polishs_next_lp_frees_the_tail_tokens_its_dual_wants_elsewhere(monk
 def test_a_polish_whose_interior_point_fails_or_answers_outside_p_leaves_the_token_to_the_lps(monkeypatch, answer):
     W, p = random_instance(2500, 32, 3, scale=6.0)  # 10 tokens left after the repairs
     without = BATSolver(W).reject_set(p)
-    monkeypatch.setattr(tbat, "DESCENT_ROWS", 0)
-    monkeypatch.setattr(tbat, "DESCENT_ROUNDS", 0)  # every token left to the polish
+    monkeypatch.setattr(settings, "DESCENT_ROWS", 0)
+    monkeypatch.setattr(settings, "DESCENT_ROUNDS", 0)  # every token left to the polish
     # "outside P": x = 0 (every free token at 0, q far from P), y = 0 (no certificate); "stalled": x = 0 and a
     # random y, not converged (a bound, valid whatever y is, and no witness)
     calls, rng = [], np.random.default_rng(0)
     answers = {"none": lambda A: None, "outside P": lambda A: (np.zeros(A.shape[1]), np.zeros(A.shape[0]), True),
                "stalled": lambda A: (np.zeros(A.shape[1]), rng.normal(size=A.shape[0]), False)}
-    monkeypatch.setattr(tbat, "interior_point", lambda A, b, c, tol: calls.append(1) or answers[answer](A))
+    monkeypatch.setattr(lp, "interior_point", lambda A, b, c, tol: calls.append(1) or answers[answer](A))
     failed = BATSolver(W).reject_set(p)
     assert len(calls) == 10 if answer != "stalled" else len(calls) > 10  # a random dual leaves a gap: more LPs
     assert failed.stats["polished"] == 0 and failed.lp_solves > 0
@@ -503,12 +507,12 @@ def test_a_polish_whose_interior_point_fails_or_answers_outside_p_leaves_the_tok
 
 
 def test_a_token_the_polish_leaves_gets_few_lp_rounds_where_a_is_dense_then_its_position_fails(monkeypatch):
-    monkeypatch.setattr(tbat, "FREE_COLUMNS", 4)
-    monkeypatch.setattr(tbat, "FREE_PER_ROW", 0)
-    monkeypatch.setattr(tbat, "DESCENT_ROWS", 0)  # A "dense": the descent, the polish, DENSE_PRICING_ROUNDS
-    monkeypatch.setattr(tbat, "DESCENT_ROUNDS", 0)
-    monkeypatch.setattr(tbat, "DENSE_PRICING_ROUNDS", 1)
-    monkeypatch.setattr(tbat, "interior_point", lambda *args: None)
+    monkeypatch.setattr(settings, "FREE_COLUMNS", 4)
+    monkeypatch.setattr(settings, "FREE_PER_ROW", 0)
+    monkeypatch.setattr(settings, "DESCENT_ROWS", 0)  # A "dense": the descent, the polish, DENSE_PRICING_ROUNDS
+    monkeypatch.setattr(settings, "DESCENT_ROUNDS", 0)
+    monkeypatch.setattr(settings, "DENSE_PRICING_ROUNDS", 1)
+    monkeypatch.setattr(lp, "interior_point", lambda *args: None)
     W, p = random_instance(2500, 16, 5, scale=4.0)
     result = BATSolver(W).reject_set(p)
     assert result.failed and np.isnan(result.tbat(p)) and "undecided after 1 pricing rounds" in result.stats["status"]
@@ -518,7 +522,7 @@ def test_interior_point_finds_a_bounded_lps_optimum_and_its_duals():
     rng = np.random.default_rng(0)
     A = rng.normal(size=(30, 120))
     b, c = A @ rng.uniform(0.1, 0.9, 120), rng.normal(size=120)
-    x, y, converged = tbat.interior_point(A, b, c, 1e-10)
+    x, y, converged = lp.interior_point(A, b, c, 1e-10)
     assert converged
     expected = scipy.optimize.linprog(c, A_eq=A, b_eq=b, bounds=(0, 1))
     assert abs(c @ x - expected.fun) < 1e-8 and np.abs(A @ x - b).max() < 1e-8 and x.min() >= 0 and x.max() <= 1
@@ -527,14 +531,14 @@ def test_interior_point_finds_a_bounded_lps_optimum_and_its_duals():
 
 
 def test_interior_point_never_claims_to_solve_an_infeasible_lp():
-    stopped = tbat.interior_point(np.ones((1, 2)), np.array([3.0]), np.zeros(2), 1e-10)  # x1 + x2 <= 2
+    stopped = lp.interior_point(np.ones((1, 2)), np.array([3.0]), np.zeros(2), 1e-10)  # x1 + x2 <= 2
     assert stopped is not None and not stopped[2]  # its last iterate, not converged
     # here its iterates stop being finite: no answer at all
-    assert tbat.interior_point(np.array([[1.0, 1], [1, -1]]), np.array([3.0, 0.1]), np.zeros(2), 1e-10) is None
+    assert lp.interior_point(np.array([[1.0, 1], [1, -1]]), np.array([3.0, 0.1]), np.zeros(2), 1e-10) is None
 
 
 def test_a_descent_witness_that_fails_its_check_rejects_nothing(monkeypatch):
-    monkeypatch.setattr(BATSolver, "_witnesses", lambda self, q, *args: np.zeros(len(q), dtype=bool))  # every q refused
+    monkeypatch.setattr(Polytope, "witnesses", lambda self, q, *args: np.zeros(len(q), dtype=bool))  # every q refused
     W, p = random_instance(2500, 16, 5, scale=4.0)
     left, undecided, rejected, witnesses, *_ = plain_moves_then_descent(W, p, monkeypatch)
     assert not rejected[left].any() and undecided[left].sum() == 19 and not witnesses
@@ -544,7 +548,7 @@ def test_the_descent_in_reject_set_gives_the_same_set_with_fewer_lps(monkeypatch
     # it runs where A has more rows than DESCENT_ROWS (k = 576, not 64: there it would cost what it saves)
     W, p = random_instance(2500, 32, 3, scale=6.0)  # 10 tokens left after the repairs, all accepted
     without = BATSolver(W).reject_set(p)
-    monkeypatch.setattr(tbat, "DESCENT_ROWS", 0)
+    monkeypatch.setattr(settings, "DESCENT_ROWS", 0)
     descended = BATSolver(W).reject_set(p)
     assert "descended" in descended.stats and "descended" not in without.stats
     assert np.array_equal(descended.rejected, without.rejected) and descended.lp_solves < without.lp_solves
@@ -552,20 +556,21 @@ def test_the_descent_in_reject_set_gives_the_same_set_with_fewer_lps(monkeypatch
 
 def test_a_large_vocabularys_lp_frees_more_tokens_than_a_has_rows(monkeypatch):
     # with no more free columns than rows the free tokens alone cannot move q: only tail vertices would
-    monkeypatch.setattr(tbat, "FREE_COLUMNS", 4)
+    monkeypatch.setattr(settings, "FREE_COLUMNS", 4)
     W, p = random_instance(2500, 40, 5, scale=4.0)
     solver = BATSolver(W)
     undecided = np.zeros(len(p), dtype=bool)
     undecided[:3] = True
-    lp = solver._position_lp(p, p / 0.8, undecided)
-    assert len(lp.free) >= tbat.FREE_PER_ROW * solver.Q.shape[0] == 82 and undecided[lp.free].sum() == 3
+    position_lp = solver.position_lp(solver.polytope(p), undecided)
+    assert len(position_lp.free) >= settings.FREE_PER_ROW * solver.Q.shape[0] == 82
+    assert undecided[position_lp.free].sum() == 3
 
 
 def test_column_generation_over_the_tail_gives_the_definitions_set(monkeypatch):
     # 2,500 tokens, more than one LP over every token (FULL_LP_COLUMNS): each position's LP frees its undecided
     # tokens and (here) the 4 most probable; tail vertices priced in until a witness or a certificate
-    monkeypatch.setattr(tbat, "FREE_COLUMNS", 4)
-    monkeypatch.setattr(tbat, "FREE_PER_ROW", 0)
+    monkeypatch.setattr(settings, "FREE_COLUMNS", 4)
+    monkeypatch.setattr(settings, "FREE_PER_ROW", 0)
     W, p = random_instance(2500, 16, 5, scale=4.0)
     result = BATSolver(W).reject_set(p)
     assert not result.failed and result.stats["tail_vertices"] > 5
@@ -578,9 +583,9 @@ def test_column_generation_over_the_tail_gives_the_definitions_set(monkeypatch):
 
 
 def test_a_position_that_column_generation_cannot_settle_is_marked_failed_not_decided(monkeypatch):
-    monkeypatch.setattr(tbat, "FREE_COLUMNS", 4)
-    monkeypatch.setattr(tbat, "FREE_PER_ROW", 0)
-    monkeypatch.setattr(tbat, "MAX_PRICING_ROUNDS", 1)
+    monkeypatch.setattr(settings, "FREE_COLUMNS", 4)
+    monkeypatch.setattr(settings, "FREE_PER_ROW", 0)
+    monkeypatch.setattr(settings, "MAX_PRICING_ROUNDS", 1)
     W, p = random_instance(2500, 16, 5, scale=4.0)
     result = BATSolver(W).reject_set(p)
     assert result.failed and np.isnan(result.tbat(p))
@@ -650,17 +655,17 @@ def test_position_sample_is_seeded_and_sorted():
 def test_a_witness_outside_the_polytope_is_solved_again_from_scratch_and_a_second_fails_the_position(monkeypatch):
     W, p = random_instance(256, 16, 11, scale=6.0)
     expected = BATSolver(W).reject_set(p)
-    check, calls = tbat.PositionLP._witness, []
+    check, calls = lp.PositionLP._witness, []
 
     def once_outside(self, values):  # the first LP answer is taken for a warm start's rounding error
         calls.append(1)
         return None if len(calls) == 1 else check(self, values)
 
-    monkeypatch.setattr(tbat.PositionLP, "_witness", once_outside)
+    monkeypatch.setattr(lp.PositionLP, "_witness", once_outside)
     again = BATSolver(W).reject_set(p)
     assert not again.failed and np.array_equal(again.rejected, expected.rejected)
     assert again.lp_solves == expected.lp_solves + 1
-    monkeypatch.setattr(tbat.PositionLP, "_witness", lambda self, values: None)
+    monkeypatch.setattr(lp.PositionLP, "_witness", lambda self, values: None)
     failed = BATSolver(W).reject_set(p)
     assert failed.failed and np.isnan(failed.tbat(p)) and failed.stats["status"] == "witness outside the polytope"
 

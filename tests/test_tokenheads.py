@@ -269,7 +269,7 @@ def test_tok_full_gets_tbat_through_its_source_s_own_head_and_its_table_row_says
     import pandas as pd
 
     from oversmooth.analysis.reference import bat_reject_set
-    from oversmooth.analysis.tbat import BATSolver
+    from oversmooth.analysis.bat.solver import BATSolver
     from oversmooth.analysis.tokenheads import head_logits
     from oversmooth.reporting.metrics_report import table_e_tbat
     from oversmooth.workflow.tokensource import rule_token_head

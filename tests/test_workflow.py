@@ -252,7 +252,7 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
     # the TBAT solver: TBAT, Table I.1's timings of it, and the tables that show TBAT (4.1, E.7, E.8, the
     # loss-matched table), the findings read from them and the token track's figure of them; no metrics, quality or
     # model
-    ("analysis.tbat", "class BATSolver",
+    ("analysis.bat.solver", "class BATSolver",
      {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "figure_loss_matched", "findings",
       "token_findings", "figure_token_bottleneck"}),
 ])
@@ -433,8 +433,8 @@ def test_one_table_from_a_clean_state_builds_only_what_it_needs(repo, tmp_path):
 def test_tbat_of_a_trained_model_equals_the_definition_at_real_positions(smoke_run):
     import pyarrow.parquet as pq
 
+    from oversmooth.analysis.bat.solver import BATSolver
     from oversmooth.analysis.reference import bat_reject_set
-    from oversmooth.analysis.tbat import BATSolver
     from oversmooth.extraction.logit_tables import read_sampled_rows
     from oversmooth.models.checkpoints import load_model
 
@@ -772,8 +772,8 @@ def test_the_token_track_measures_each_rank_k_head_against_the_full_head_in_the_
 def test_the_token_track_s_tbat_over_the_whole_vocabulary_equals_the_definition_on_sampled_tokens(smoke_run):
     """The TBAT job's rows are a seeded sample of the evaluation states; at one of them (pure sampling) the solver's
     reject set over 49,152 tokens agrees with one linprog per token on every accepted token and 10 rejected ones."""
+    from oversmooth.analysis.bat.solver import BATSolver
     from oversmooth.analysis.reference import bat_reject_set
-    from oversmooth.analysis.tbat import BATSolver
     from oversmooth.analysis.tokenheads import head_matrix, load_head, sampled_state_rows
 
     _, workdir, _ = smoke_run
@@ -798,7 +798,7 @@ def min_q_i_by_interior_point(Q: np.ndarray, p: np.ndarray, i: int, threshold: f
     """The definition's LP for token i (min q_i over q in [0, u] with A q = A p; Q: A's orthonormal rows) over every
     token, by the dense interior-point method: (q_i of a point it found in P, a lower bound on min q_i from its
     duals). Either settles i against zero_tol: a point of P with q_i <= zero_tol, or a bound above it."""
-    from oversmooth.analysis.tbat import interior_point
+    from oversmooth.analysis.bat.lp import interior_point
 
     u = p / (1 - threshold)
     A, b, cost = Q * u, Q @ p, np.zeros(len(p))  # the columns scaled to [0, 1]: q = u x
@@ -814,7 +814,9 @@ def test_the_full_heads_reject_set_at_a_real_position_is_the_definitions(smoke_r
     """SmolLM2's own head (49,152 x 576) at an evaluation state, pure sampling: the solver's answers on its two
     least probable accepted tokens (p <= 0.2) and its two most probable rejected ones are the definition's (its LP
     over every token, each answer proved by a point of P or a dual bound)."""
-    from oversmooth.analysis.tbat import BATSolver, TBATSettings, row_basis
+    from oversmooth.analysis.bat.polytope import row_basis
+    from oversmooth.analysis.bat.settings import TBATSettings
+    from oversmooth.analysis.bat.solver import BATSolver
     from oversmooth.analysis.tokenheads import output_weight, sampled_state_rows
     from oversmooth.models.causallm import load_causal_lm
 

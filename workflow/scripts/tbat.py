@@ -1,9 +1,10 @@
 """Snakemake adapter: TBAT of one bottlenecked model, or of one token-track head over its whole vocabulary, at
 sampled positions, per decoding method (rule tbat). A bottlenecked model's job runs without torch."""
 
+from oversmooth.analysis.bat.settings import TBATSettings
 from oversmooth.analysis.decoding import decodings_from_config
 from oversmooth.analysis.summary import summarise_file
-from oversmooth.analysis.tbat import TBATSettings, model_tbat
+from oversmooth.analysis.tbat import model_tbat
 from oversmooth.core.catalog import is_token_model
 from oversmooth.core.io import write_csv
 from oversmooth.core.job import workflow_job

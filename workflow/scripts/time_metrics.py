@@ -1,7 +1,7 @@
 """Snakemake adapter: seconds per position of every metric and TBAT for one model, ours and the reference (runs
 without torch)."""
 
-from oversmooth.analysis.tbat import TBATSettings
+from oversmooth.analysis.bat.settings import TBATSettings
 from oversmooth.analysis.timing import model_timings
 from oversmooth.core.io import ParquetInput, write_csv
 from oversmooth.core.job import workflow_job

@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 
 from oversmooth.analysis import reference
+from oversmooth.analysis.bat.settings import TBATSettings
+from oversmooth.analysis.bat.solver import BATSolver
 from oversmooth.analysis.decoding import nucleus_mask
 from oversmooth.analysis.metrics import (
     entropy,
@@ -18,7 +20,6 @@ from oversmooth.analysis.metrics import (
     tail_token_overassignment,
     total_variation,
 )
-from oversmooth.analysis.tbat import BATSolver, TBATSettings
 from oversmooth.extraction.logit_tables import ROW_GROUP_ROWS
 
 TIMED = ("TTO", "NSMD", "TV", "KL", "TBAT")
