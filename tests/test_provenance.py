@@ -60,12 +60,28 @@ def test_each_module_is_its_own_param_named_in_its_value(repo):
     assert params["code_analysis_tbat"].startswith("oversmooth.analysis.tbat ")
     assert params["code_oversmooth"].startswith("oversmooth ")
     assert params["code_analysis"].startswith("oversmooth.analysis ")
-    assert set(params) == {"code_" + ("_".join(m.split(".")[1:]) or "oversmooth")
-                           for m in module_closure((SCRIPTS / "tbat.py").read_text())}
+    assert set(params) == {"code_script"} | {"code_" + ("_".join(m.split(".")[1:]) or "oversmooth")
+                                             for m in module_closure((SCRIPTS / "tbat.py").read_text())}
     # a module shared by two scripts has the same value in both: only the modules that changed differ
     assert library_params(SCRIPTS / "quality.py")["code_core_io"] == params["code_core_io"]
     values = [v for s in ("train_model", "tbat", "quality") for v in library_params(SCRIPTS / f"{s}.py").values()]
     assert all(len(v.split()[1]) == 12 for v in values)
+
+
+def test_a_script_s_own_code_is_a_param_named_by_its_path(tmp_path):
+    """`code_script`: the script's path relative to the repository and the digest of its code, so that a script edit
+    reruns its rule (Snakemake's `code` trigger, off in the workflow profile, followed the script's time)."""
+    script = tmp_path / "workflow" / "scripts" / "table_x.py"
+    script.parent.mkdir(parents=True)
+    script.write_text('"""Snakemake adapter."""\n\nfrom oversmooth.core.io import write_csv\n\nX = 1  # one\n')
+    params = library_params(script, root=tmp_path)
+    path, digest = params["code_script"].split()
+    assert path == "workflow/scripts/table_x.py" and len(digest) == 12
+    assert params["code_core_io"].startswith("oversmooth.core.io ")
+    script.write_text('"""Reworded."""\nfrom oversmooth.core.io import write_csv\nX = 1\n')
+    assert library_params(script, root=tmp_path)["code_script"] == params["code_script"]
+    script.write_text('"""Snakemake adapter."""\n\nfrom oversmooth.core.io import write_csv\n\nX = 2  # one\n')
+    assert library_params(script, root=tmp_path)["code_script"] != params["code_script"]
 
 
 def closure(script: str) -> set[str]:

@@ -237,6 +237,9 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
     module = copy / "src" / "oversmooth" / "generation" / "quality.py"
     source = module.read_text()
     module.write_text(source.replace('"""Sample quality', '"""Sample quality, reworded', 1) + "\n# a new comment\n")
+    script = copy / "workflow" / "scripts" / "tbat.py"
+    edit(script, '"""Snakemake adapter:', '"""Snakemake adapter (reworded):')
+    edit(script, "smk = snakemake", "# a new comment\n\n\nsmk = snakemake")
     unchanged = snakemake(workdir, "-n", "all", repo=copy, env=env)
     assert "Nothing to be done" in unchanged.stdout + unchanged.stderr  # the same code, the same scripts
 
@@ -268,6 +271,29 @@ def test_editing_library_code_reruns_the_rules_that_run_it_naming_the_module(smo
     # the reason names the edited module, before and now (one param per module)
     reasons = [line for line in output.splitlines() if "Params have changed" in line]
     assert reasons and all(f"oversmooth.{module} " in line for line in reasons), reasons[:3]
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("script, planned", [
+    # TBAT's script: the TBAT jobs and what reads their files; not Table I.1's timings, which run the solver's module
+    # but not this script
+    ("tbat", {"tbat", "metrics_table", "loss_matched", "figure_loss_matched", "findings", "token_findings",
+              "figure_token_bottleneck"}),
+    # a table's script: that table alone
+    ("table_7_3", {"table_7_3"}),
+])
+def test_editing_a_workflow_script_reruns_its_rule_and_what_reads_its_outputs_naming_the_script(smoke_run, tmp_path,
+                                                                                             script, planned):
+    """The profile has no `code` trigger: a script's own code is a param of its rule (`code_script`), as the library
+    modules it runs are. A script edit once reran nothing ("Nothing to be done")."""
+    _, workdir, _ = smoke_run
+    copy, env = repository_copy(tmp_path)
+    edit(copy / "workflow" / "scripts" / f"{script}.py", "smk = snakemake", "UNUSED_CONSTANT = 1\nsmk = snakemake")
+    changed = snakemake(workdir, "-n", "all", repo=copy, env=env)
+    output = changed.stdout + changed.stderr
+    assert planned_rules(output) == planned | {"all"}
+    reasons = [line for line in output.splitlines() if "Params have changed" in line]
+    assert reasons and all(f"workflow/scripts/{script}.py " in line for line in reasons), reasons[:3]
 
 
 def edit(path: Path, old: str, new: str) -> None:
