@@ -103,16 +103,22 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
 @pytest.mark.parametrize("module, scripts", [
     # the solver: TBAT, and Table I.1's timings of it
     ("tbat", {"tbat", "time_metrics", "table_i_1"}),
-    # the metrics' tables: the tables and the figures drawn from them (the quality tables share its byte
-    # frequencies), no metrics, TBAT or quality job
-    ("metrics_report", {"metrics_table", "loss_matched", "quality_table", "sample_table"} | FIGURE_SCRIPTS),
+    # the metrics' tables: the tables and the figures drawn from them, no metrics, TBAT or quality job, and no
+    # sample-quality table or other figure (issue 55: they reached it for its byte frequencies)
+    ("metrics_report", {"metrics_table", "loss_matched", "figure_4_2", "figure_4_3", "figure_loss_matched",
+                        "figure_token_heads", "position_figure"}),
+    # the byte frequencies beside a reference: Figures 4.3 and 5.1 (every figure script runs `figures`) and the
+    # sample-quality tables
+    ("frequencies", {"quality_table", "sample_table"} | FIGURE_SCRIPTS),
     ("quality_report", {"quality_table", "sample_table", "figure_5_1"}),
     ("report", {"table_3_1"}),
     # the metrics' formulas: the jobs that compute them (Table I.1 times them, Figure 4.1 titles its panels with
     # them) and the tables and figures of their summaries; not TBAT or sample quality, which only summarise
-    # (issue 39: a formula's edit reran 122 jobs), no sampler, token-track state or head, or Table B
-    ("metrics", {"oversmoothing_metrics", "time_metrics", "table_i_1", "metrics_table",
-                 "loss_matched", "quality_table", "sample_table"} | FIGURE_SCRIPTS),
+    # (issue 39: a formula's edit reran 122 jobs), no sampler, token-track state or head, or Table B, and no
+    # sample-quality table or figure of other numbers (issue 55: quality_table, sample_table and training_figure
+    # reached it through `metrics_report`)
+    ("metrics", {"oversmoothing_metrics", "time_metrics", "table_i_1", "metrics_table", "loss_matched",
+                 "figure_4_2", "figure_4_3", "figure_loss_matched", "figure_token_heads", "position_figure"}),
     # the summaries' statistics (mean, sd, cluster bootstrap): the jobs that summarise per-position values
     ("summary", {"oversmoothing_metrics", "tbat", "quality"}),
     # the token track: fitting a head, computing the source's states, comparing a head with the full head

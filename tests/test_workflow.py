@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,20 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
-from workflow_helpers import REPO, SNAKEMAKE, planned_jobs, planned_rules, repo_config, report_rules, snakemake
+from workflow_helpers import (
+    REPO,
+    SNAKEMAKE,
+    follow_advice,
+    jobs_an_edit_reruns,
+    planned_jobs,
+    planned_rules,
+    repo_config,
+    report_rules,
+    repository_copy,
+    rule_blocks,
+    rules_running,
+    snakemake,
+)
 
 import oversmooth
 from oversmooth.core.io import sha256_file
@@ -218,13 +232,6 @@ def test_splitting_a_training_into_jobs_plans_its_segments_and_changes_no_settin
     assert segments == ["model=bn-4, iteration=14", "model=bn-4, iteration=7"]
 
 
-def repository_copy(tmp_path):
-    """A copy of the repository, and the environment whose PYTHONPATH puts its `src/` first."""
-    copy = tmp_path / "repo"
-    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "__pycache__"))
-    return copy, {**os.environ, "PYTHONPATH": str(copy / "src")}
-
-
 FIGURE_RULES = {"figure_4_2", "figure_4_3", "figure_5_1", "figure_token_heads", "figure_token_quality",
                 "figure_token_bottleneck", "position_figure", "training_figure", "figure_godey_anisotropy",
                 "figure_godey_rank_loss", "figure_loss_matched"}
@@ -258,6 +265,13 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
     ("analysis.tbat", "class BATSolver",
      {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "figure_loss_matched", "findings",
       "token_findings", "figure_token_bottleneck"}),
+    # a metric's formula: the metrics, their timings, and the tables and figures of their summaries; no sample-quality
+    # table, training or other figure (issue 55: quality_table, sample_table, training_figure and four figures
+    # reached the formulas through `metrics_report`'s byte frequencies)
+    ("analysis.metrics", "def oversmoothing_against(",
+     {"oversmoothing_metrics", "time_metrics", "table_i_1", "metrics_table", "position_figure", "figure_4_2",
+      "figure_4_3", "loss_matched", "figure_loss_matched", "figure_token_heads", "figure_token_bottleneck", "findings",
+      "token_findings"}),
 ])
 def test_editing_library_code_reruns_the_rules_that_run_it_naming_the_module(smoke_run, tmp_path, module, before,
                                                                               planned):
@@ -268,6 +282,10 @@ def test_editing_library_code_reruns_the_rules_that_run_it_naming_the_module(smo
     changed = snakemake(workdir, "-n", "all", repo=copy, env=env)
     output = changed.stdout + changed.stderr
     assert planned_rules(output) == planned | {"all"}
+    # as many jobs as the whole DAG's jobs of those rules and what is computed from them: what docs/dag.md counts
+    (tmp_path / "empty").mkdir()
+    assert Counter(rule for rule, _ in planned_jobs(output)) == jobs_an_edit_reruns(module, tmp_path / "empty",
+                                                                                    "smoke.yaml")
     # the reason names the edited module, before and now (one param per module)
     reasons = [line for line in output.splitlines() if "Params have changed" in line]
     assert reasons and all(f"oversmooth.{module} " in line for line in reasons), reasons[:3]
@@ -304,20 +322,15 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
-def rule_blocks(repo: Path = REPO):
-    """(.smk file, rule name, the rule's text, its `script:` name or None) for every rule of `repo`."""
-    for smk in (repo / "rules").glob("*.smk"):
-        for block in re.split(r"(?m)^(?=rule \w+:)", smk.read_text())[1:]:
-            script = re.search(r'script:\n\s+"\.\./workflow/scripts/(\w+)\.py"', block)
-            yield smk, re.match(r"rule (\w+):", block).group(1), block, script and script.group(1)
-
-
-def rules_running(module: str, repo: Path = REPO) -> set[str]:
-    """The rules whose script reaches `oversmooth.<module>` (their `**library_code(...)` names the script)."""
-    from oversmooth.core.provenance import module_closure
-
-    return {rule for _, rule, _, script in rule_blocks(repo)
-            if f"oversmooth.{module}" in module_closure((repo / "workflow" / "scripts" / f"{script}.py").read_text())}
+@pytest.mark.workflow
+def test_a_metric_formula_edit_reruns_73_demo_jobs(tmp_path):
+    """docs/dag.md's count for the demo (a finished one: every job of the rules whose scripts reach the formulas, and
+    what is computed from theirs). It was 92, not the 89 the docs said: quality_table, sample_table and
+    training_figure reached the formulas through `metrics_report`'s byte frequencies, and four figures too."""
+    jobs = jobs_an_edit_reruns("analysis.metrics", tmp_path)
+    assert sum(jobs.values()) == 73, jobs
+    assert jobs["oversmoothing_metrics"] == 38 and jobs["metrics_table"] == 18  # the demo's pairs and tables
+    assert not set(jobs) & {"quality_table", "sample_table", "training_figure", "figure_5_1", "tbat", "quality"}
 
 
 HELLINGER = """
