@@ -1,11 +1,12 @@
 import json
+import re
 import warnings
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import sentences, write_docs
+from conftest import RUN_OPTIONS, sentences, write_docs
 
 from oversmooth.core.io import UnreadableInputError, sha256_file
 from oversmooth.data.corpus import (
@@ -130,14 +131,17 @@ def test_manifest_hashes_and_sizes_match_the_shards(tmp_path, corpus_dir):
     assert manifest["sources"][0]["documents"] == 40
 
 
-def test_a_shard_damaged_in_place_is_named_when_read_with_the_command_that_rebuilds_it(tmp_path, corpus_dir):
-    paths, _ = _build(tmp_path, [_files(corpus_dir)])
+def test_a_shard_damaged_in_place_is_named_when_read_with_the_command_that_rebuilds_it(in_a_run, corpus_dir):
+    paths = CorpusPaths.under("results/data")
+    build_corpus([_files(corpus_dir)], paths, seed=3, val_fraction=0.2, eval_fraction=0.2)
     intact = np.array(read_shard(paths.train))
     data = bytearray(paths.train.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte: same size, same time a copy would keep
     paths.train.write_bytes(bytes(data))
+    # the data job alone, in the run's folder (`all --forcerun` retrained every model: 216 demo jobs)
+    command = f"snakemake results/data/train.bin --forcerun results/data/train.bin {RUN_OPTIONS}"
     with pytest.raises(UnreadableInputError, match=r"train.bin: damaged: its SHA-256 is not the one recorded in "
-                                                   r".*shards.sha256.*`snakemake all --forcerun .*train.bin`"):
+                                                   rf".*shards.sha256.*{re.escape(f'`{command}`, typed in {in_a_run}')}"):
         read_shard(paths.train)
     assert np.array_equal(read_shard(paths.val), np.fromfile(paths.val, dtype=np.uint8))  # its twin is intact
     paths.digests.unlink()  # shards without a record (written by hand) are read as they are

@@ -947,12 +947,13 @@ def test_the_bytes_prompts_skip_by_default_are_those_smollm2_cannot_spell(smoke_
 
 
 @pytest.mark.workflow
-def test_following_the_corrupt_file_message_rebuilds_the_file_and_what_was_computed_from_it(smoke_run, tmp_path):
-    """A truncated logits file: the reading job fails naming a command; that command, word for word (plus the run's
-    own config and cores), rebuilds the file and its dependents, after which nothing is left to do. Deleting the
-    file, as the message once said, left the run incomplete with 'Nothing to be done'."""
-    import shlex
-
+def test_following_the_corrupt_file_message_rebuilds_the_file_alone_and_the_run_then_the_job_that_failed(smoke_run,
+                                                                                                        tmp_path):
+    """A truncated logits file: the reading job fails naming a command; that command, typed as printed in the folder
+    it names (the repository: the run's own folder, cores and config file are in it), rebuilds the file alone, and the
+    run's command then reruns the job that failed and what reads its output, after which nothing is left to do.
+    Deleting the file, as the message once said, left the run incomplete with 'Nothing to be done';
+    `snakemake all --forcerun <file>`, as it then said, acted on the repository's own run when typed there."""
     _, workdir, _ = smoke_run
     logits = workdir / "results" / "logits" / "bn-4@0.parquet"
     metrics = workdir / "results" / "metrics" / "bn-4@0__gt-nanogpt.parquet"
@@ -961,8 +962,14 @@ def test_following_the_corrupt_file_message_rebuilds_the_file_and_what_was_compu
     failed = snakemake(workdir, "-f", "results/metrics/bn-4@0__gt-nanogpt.parquet", check=False)
     log = (workdir / "results" / "logs" / "metrics" / "bn-4@0__gt-nanogpt.log").read_text()
     assert failed.returncode != 0
-    command = re.search(r"`(snakemake all --forcerun [^`]+)`", log).group(1)
-    assert command == "snakemake all --forcerun results/logits/bn-4@0.parquet"
-    snakemake(workdir, *shlex.split(command)[1:])
-    assert pq.read_table(logits).equals(good) and metrics.stat().st_mtime > logits.stat().st_mtime
+    jobs, command = follow_advice(log, os.environ)
+    assert command == (f"snakemake results/logits/bn-4@0.parquet --forcerun results/logits/bn-4@0.parquet --directory "
+                       f"{workdir} --cores 2 --configfile config/smoke.yaml")
+    assert jobs == [("extract_logits", "model=bn-4@0")]
+    assert pq.read_table(logits).equals(good)
+    rerun = snakemake(workdir, "all")
+    assert {rule for rule, wildcards in planned_jobs(rerun.stdout + rerun.stderr)} <= {
+        "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "loss_matched",
+        "figure_loss_matched", "findings", "all"}  # the failed job and what reads its output; no logits or training
+    assert metrics.stat().st_mtime > logits.stat().st_mtime
     assert "Nothing to be done" in dry_run_with_override(smoke_run, tmp_path, "{}\n")

@@ -26,8 +26,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from oversmooth import __version__
-from oversmooth.core.io import ParquetInput, UnreadableInputError, atomic_path, rebuild_advice, sha256_file
+from oversmooth.core.io import ParquetInput, UnreadableInputError, atomic_path, sha256_file
 from oversmooth.core.logs import get_logger
+from oversmooth.core.recovery import restore_advice
 
 log = get_logger("data")
 
@@ -597,7 +598,7 @@ def read_shard(path: str | os.PathLike) -> np.memmap:
     recorded = recorded_shard_digest(path)
     if recorded is not None and sha256_file(path) != recorded:
         raise UnreadableInputError(f"{path}: damaged: its SHA-256 is not the one recorded in "
-                                   f"{path.with_name(SHARD_DIGESTS)}. {rebuild_advice(path)}")
+                                   f"{path.with_name(SHARD_DIGESTS)}. {restore_advice(path)}")
     return np.memmap(path, dtype=np.uint8, mode="r")
 
 
