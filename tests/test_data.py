@@ -176,6 +176,14 @@ def test_invalid_utf8_policies_skip_and_error(tmp_path):
         list(iter_source_documents(_files(folder), "s", "error", SourceStats("s", "files")))
 
 
+def test_a_binary_file_named_as_text_is_refused_not_read_as_text(tmp_path):
+    """A Parquet file copied to `.txt`: under data.invalid_utf8 'replace' (the default) its bytes became a document
+    of replacement characters."""
+    folder = write_docs(tmp_path / "d", {"table.txt": b"PAR1\x15\x04\x15\x00\x15\x00 more", "good.txt": "fine text."})
+    with pytest.raises(DataSourceError, match=r"table\.txt: not text: a NUL byte at offset 7 \(a binary file\?\)"):
+        list(iter_source_documents(_files(folder), "s", "replace", SourceStats("s", "files")))
+
+
 def test_empty_documents_are_skipped_with_a_warning_naming_them(tmp_path, corpus_dir):
     (corpus_dir / "empty.txt").write_text("  \n")
     (corpus_dir / "blank.txt").write_text("")
