@@ -33,7 +33,7 @@ config["oversmooth_version"] = oversmooth.__version__  # for the report (after v
 # The run's options, for the commands the jobs' errors advise (oversmooth.core.recovery): in the environment the jobs
 # inherit, not in the config, whose values can reach rules' params. A cluster job keeps its controller's.
 if workflow.is_main_process or RUN_VARIABLE not in os.environ:
-    typed = workflow.is_main_process and "snakemake" in Path(sys.argv[0]).as_posix()  # the command line, not an API call
+    typed = workflow.is_main_process and "snakemake" in Path(sys.argv[0]).as_posix()  # the command line, no API
     os.environ[RUN_VARIABLE] = run_record(ROOT, run_options(
         ROOT, os.getcwd(), configfiles=workflow.overwrite_configfiles, config=workflow.config_settings.config,
         profiles=command_line_profiles(sys.argv) if typed else [], cores=workflow.resource_settings.cores))

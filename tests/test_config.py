@@ -355,7 +355,8 @@ def _parquet_bytes(tmp_path, columns) -> bytes:
     ("a.parquet", b"not a parquet file at all", "corpus/a.parquet: not a readable Parquet file"),
     ("a.jsonl", b'{"body": "One document."}\n', "file corpus/a.jsonl line 1: no text column 'text' (found ['body'])"),
     ("a.jsonl", b"PAR1\x15\x04\x15\x00", "file corpus/a.jsonl line 1: not valid JSON"),
-    ("a.md", b"caf\xe9 au lait", "file corpus/a.md: not valid UTF-8 (first bad byte at offset 3)"),  # invalid_utf8: error
+    # under data.invalid_utf8: error
+    ("a.md", b"caf\xe9 au lait", "file corpus/a.md: not valid UTF-8 (first bad byte at offset 3)"),
 ])
 def test_a_files_source_of_files_that_are_not_text_of_their_format_is_named_before_any_job(repo, tmp_path, monkeypatch,
                                                                                           name, content, message):

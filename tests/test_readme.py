@@ -68,7 +68,8 @@ def test_every_documented_command_works_as_written(document, tmp_path):
     assert checked or document not in ("README.md", "docs/cluster.md")
 
 
-# Where a command is shown outside a ```bash block: the docs' prose, the config files', profiles' and Snakefile's comments
+# Where a command is shown outside a ```bash block: the docs' prose, the comments of the config files, profiles and
+# Snakefile
 SHOWN_INLINE = [*DOCUMENTS, "Snakefile", *(f"config/{p.name}" for p in sorted((REPO / "config").glob("*.yaml"))),
                 *(str(p.relative_to(REPO)) for p in sorted((REPO / "profiles").glob("*/config.yaml")))]
 NEEDS_A_FINISHED_RUN = ("--report", "--lint", "--unlock")  # the report and lint are checked by test_workflow
@@ -81,8 +82,8 @@ def inline_commands(text: str) -> list[str]:
     text = re.sub(r"```.*?```", "", text, flags=re.S)
     found = re.findall(r"`((?:snakemake|make) [^`]+)`", text)
     found += [line.split("  ")[0].strip() for line in re.findall(r"(?m)^#\s+((?:snakemake|make) .+)$", text)]
-    return [command for command in found
-            if not re.search(r"[<>…$]|\.\.\.", command) and not any(word in command.split() for word in NEEDS_A_FINISHED_RUN)]
+    return [command for command in found if not re.search(r"[<>…$]|\.\.\.", command)
+            and not any(word in command.split() for word in NEEDS_A_FINISHED_RUN)]
 
 
 def test_the_commands_shown_inline_are_found():

@@ -125,7 +125,8 @@ def jobs_an_edit_reruns(module: str, empty: Path, *configfiles: str) -> Counter[
     configs = ["--configfile", *(str(REPO / "config" / name) for name in configfiles)] if configfiles else []
     result = subprocess.run([str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "--directory", str(empty), *configs,
                              "--dag", "dot", "--", "all"], capture_output=True, text=True, timeout=300, check=True)
-    rules = {job: label.split("\\n")[0] for job, label in re.findall(r'^\s*(\d+)\[label = "([^"]*)"', result.stdout, re.M)}
+    labels = re.findall(r'^\s*(\d+)\[label = "([^"]*)"', result.stdout, re.M)
+    rules = {job: label.split("\\n")[0] for job, label in labels}  # a label's first line: its rule
     consumers: dict[str, set[str]] = {}
     for producer, consumer in re.findall(r"^\s*(\d+) -> (\d+)", result.stdout, re.M):
         consumers.setdefault(producer, set()).add(consumer)

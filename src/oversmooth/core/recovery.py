@@ -28,8 +28,9 @@ def relative_or_absolute(path: str | os.PathLike, folder: str | os.PathLike) -> 
     return path.relative_to(folder).as_posix() if path.is_relative_to(folder) else path.as_posix()
 
 
-def run_options(repository: str | os.PathLike, folder: str | os.PathLike, *, configfiles: Sequence[str | os.PathLike] = (),
-                config: Mapping[str, Any] | None = None, profiles: Sequence[str] = (), cores: int | None = None) -> list[str]:
+def run_options(repository: str | os.PathLike, folder: str | os.PathLike, *,
+                configfiles: Sequence[str | os.PathLike] = (), config: Mapping[str, Any] | None = None,
+                profiles: Sequence[str] = (), cores: int | None = None) -> list[str]:
     """The options that repeat a run from the repository's folder: its folder (`--directory`, relative to the
     repository where it lies inside it), its profiles (else its cores), its `--config` values and its config files
     (last: `--configfile` takes every word up to the next option)."""
@@ -102,9 +103,9 @@ def restore_advice(path: str | os.PathLike, output: str | os.PathLike | None = N
 def delete_and_rerun_advice(path: str | os.PathLike, output: str | os.PathLike) -> str:
     """How to go on without a damaged file that a job reads but no rule writes (a training's resume state): delete it
     (its path as seen from where the command is typed), then rebuild the job's `output` alone."""
-    repository = _run()["repository"] or "."
+    delete = shlex.join(["rm", relative_or_absolute(path, _run()["repository"] or ".")])
     rerun = snakemake_command(relative_or_absolute(output, "."))
-    return f"Delete it and rerun its job alone: `{shlex.join(['rm', relative_or_absolute(path, repository)])} && {rerun}`{typed_in()}"
+    return f"Delete it and rerun its job alone: `{delete} && {rerun}`{typed_in()}"
 
 
 def lost_outputs_note(outputs: Sequence[str | os.PathLike]) -> str:
@@ -112,9 +113,9 @@ def lost_outputs_note(outputs: Sequence[str | os.PathLike]) -> str:
     a job that fails leaves none, and what was computed from them would rerun in full (Snakemake cannot know that
     their next version holds the same bytes) unless they are rebuilt alone first."""
     shown = [relative_or_absolute(path, ".") for path in outputs]
-    return (f"Snakemake deleted this job's outputs before it ran ({', '.join(shown)}). Once the cause is fixed, rebuild "
-            f"them alone with `{snakemake_command(shown[0])}`{typed_in()}: then what was computed from them reruns only "
-            "where their bytes changed")
+    return (f"Snakemake deleted this job's outputs before it ran ({', '.join(shown)}). Once the cause is fixed, "
+            f"rebuild them alone with `{snakemake_command(shown[0])}`{typed_in()}: then what was computed from them "
+            "reruns only where their bytes changed")
 
 
 @contextlib.contextmanager
