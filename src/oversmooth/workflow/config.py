@@ -327,14 +327,13 @@ def _files_source_problem(source: Mapping, label: str, policy: str) -> str | Non
         return f"source {label!r}: all {len(files)} file(s) are empty ({_some(files)})"
     problems = [problem for path in files if (problem := file_start_problem(path, label, source["text_column"], policy))]
     if problems:
-        return f"{len(problems)} of {len(files)} file(s) are not text of their format: {'; '.join(problems[:3])}" + (
-            " ..." if len(problems) > 3 else "")
+        return f"{len(problems)} of {len(files)} file(s) are not text of their format: {_some(problems, '; ')}"
     return None
 
 
-def _some(paths: list[str]) -> str:
-    """The first three of `paths`, and an ellipsis for more."""
-    return ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else "")
+def _some(items: list[str], separator: str = ", ") -> str:
+    """The first three of `items`, and an ellipsis for more."""
+    return separator.join(items[:3]) + (" ..." if len(items) > 3 else "")
 
 
 def _corpus_problems(config: Mapping) -> tuple[list[str], list[str]]:
