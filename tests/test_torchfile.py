@@ -96,6 +96,10 @@ def test_a_checkpoint_damaged_in_its_data_is_named_by_every_reader_with_its_rebu
                                                        rf".*{re.escape(f'`{command}`, typed in {in_a_run}')}") as error:
             read(path)
         assert str(path) in str(error.value), read.__name__
+    path.write_bytes(path.read_bytes()[:1000])  # truncated (an interrupted copy): no zip any more
+    with pytest.raises(CheckpointReadError, match=rf"best.pt: not a torch checkpoint in the zip format .*"
+                                                  rf"{re.escape(f'`{command}`, typed in {in_a_run}')}"):
+        read_output_matrix(path)
 
 
 def test_a_damaged_source_file_is_to_be_replaced_not_rebuilt(in_a_run):
