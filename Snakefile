@@ -1,13 +1,15 @@
 # oversmooth: how the softmax bottleneck makes byte-level language models oversmooth.
 #   snakemake --cores all all                                  embedded CPU default (config/config.yaml)
-#   snakemake all --directory runs/thesis --configfile config/thesis.yaml ...   thesis scale, in a folder of its own
+#   snakemake all --cores all --directory runs/thesis --configfile config/thesis.yaml   thesis scale, in its own folder
 import os
+import sys
 from pathlib import Path
 
 from snakemake.logging import logger
 from snakemake.utils import min_version
 
 import oversmooth
+from oversmooth.core.recovery import RUN_VARIABLE, command_line_profiles, run_options, run_record
 from oversmooth.workflow.config import check_paths, check_run_folder, shared_results_warning, validate_config
 
 min_version("9.0")
@@ -28,6 +30,13 @@ for notice in check_paths(config):
 if warning := shared_results_warning(config, ROOT, os.getcwd()):
     logger.warning(f"warning: {warning}")
 config["oversmooth_version"] = oversmooth.__version__  # for the report (after validation; no rule reads it)
+# The run's options, for the commands the jobs' errors advise (oversmooth.core.recovery): in the environment the jobs
+# inherit, not in the config, whose values can reach rules' params. A cluster job keeps its controller's.
+if workflow.is_main_process or RUN_VARIABLE not in os.environ:
+    typed = workflow.is_main_process and "snakemake" in Path(sys.argv[0]).as_posix()  # the command line, no API
+    os.environ[RUN_VARIABLE] = run_record(ROOT, run_options(
+        ROOT, os.getcwd(), configfiles=workflow.overwrite_configfiles, config=workflow.config_settings.config,
+        profiles=command_line_profiles(sys.argv) if typed else [], cores=workflow.resource_settings.cores))
 
 
 include: "rules/common.smk"

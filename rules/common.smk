@@ -68,10 +68,10 @@ from oversmooth.workflow.outputs import (
 
 
 def library_code(script):
-    """The params that tie a rule to the library code its script workflow/scripts/<script>.py runs, one per
-    module (`code_<module>`), so that editing that code in src/oversmooth/ reruns the rule and the rerun's reason
-    names the module (comments and docstrings do not count). Use as `**library_code("<script>")`."""
-    return library_params(ROOT / "workflow" / "scripts" / f"{script}.py")
+    """The params that tie a rule to its script workflow/scripts/<script>.py (`code_script`) and to the library code
+    the script runs, one per module (`code_<module>`), so that editing either reruns the rule and the rerun's reason
+    names the script or module (comments, docstrings and layout do not count). Use as `**library_code("<script>")`."""
+    return library_params(ROOT / "workflow" / "scripts" / f"{script}.py", root=ROOT)
 
 
 # Scheduling order (`priority:`): the jobs every metric waits on first. The ground truths are the longest trainings

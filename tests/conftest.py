@@ -29,6 +29,24 @@ def smoke_run(tmp_path_factory):
     return REPO, workdir, dry.stdout + dry.stderr
 
 
+@pytest.fixture
+def in_a_run(tmp_path, monkeypatch) -> Path:
+    """A job's view of a run made in `runs/r` of a repository at `tmp_path` (`--directory runs/r --cores 2
+    --configfile config/x.yaml`): its folder as the working directory, the run's record in the environment, as the
+    Snakefile leaves them. Returns the repository."""
+    from oversmooth.core.recovery import RUN_VARIABLE, run_options, run_record
+
+    folder = tmp_path / "runs" / "r"
+    folder.mkdir(parents=True)
+    monkeypatch.chdir(folder)
+    options = run_options(tmp_path, folder, configfiles=[tmp_path / "config" / "x.yaml"], cores=2)
+    monkeypatch.setenv(RUN_VARIABLE, run_record(tmp_path, options))
+    return tmp_path
+
+
+RUN_OPTIONS = "--directory runs/r --cores 2 --configfile config/x.yaml"  # what `in_a_run`'s commands end with
+
+
 TOKEN_LM_CORPUS = ["the cat sat on the mat. ", "the hat is on the cat. ", "a caté, then tea. ", "that is that. "] * 50
 
 

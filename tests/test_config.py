@@ -1,6 +1,8 @@
 import copy
 import re
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -335,6 +337,89 @@ def test_a_files_source_whose_files_are_all_empty_is_named_before_any_job(repo, 
             in str(err.value))
     assert "do not exist" not in str(err.value)  # the heading once said so over an empty folder
     (tmp_path / "corpus" / "b.txt").write_text("One document.")
+    assert check_paths(config) == []
+
+
+def _parquet_bytes(tmp_path, columns) -> bytes:
+    """A small Parquet file's bytes, of the given columns."""
+    pq.write_table(pa.table(columns), tmp_path / "table.parquet")
+    return (tmp_path / "table.parquet").read_bytes()
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    # copies of a pipeline Parquet file (results/data/documents.parquet): the job failed with "no text column"
+    ("a.parquet", "documents", "file corpus/a.parquet: no text column 'text' (columns: ['doc_id', 'n_bytes'])"),
+    # the same bytes named .txt: read as one document of mojibake, or "split(s) ... received no document"
+    ("a.txt", "documents", "file corpus/a.txt: not text: a NUL byte at offset "),
+    ("a.parquet", "text as numbers", "file corpus/a.parquet: column 'text' holds int64, expected text"),
+    ("a.parquet", b"not a parquet file at all", "corpus/a.parquet: not a readable Parquet file"),
+    ("a.jsonl", b'{"body": "One document."}\n', "file corpus/a.jsonl line 1: no text column 'text' (found ['body'])"),
+    ("a.jsonl", b"PAR1\x15\x04\x15\x00", "file corpus/a.jsonl line 1: not valid JSON"),
+    # under data.invalid_utf8: error
+    ("a.md", b"caf\xe9 au lait", "file corpus/a.md: not valid UTF-8 (first bad byte at offset 3)"),
+])
+def test_a_files_source_of_files_that_are_not_text_of_their_format_is_named_before_any_job(repo, tmp_path, monkeypatch,
+                                                                                          name, content, message):
+    """Each passed `make check` and the dry run; prepare_corpus then failed (or read bytes as text) after Snakemake
+    had deleted the finished corpus."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus").mkdir()
+    tables = {"documents": {"doc_id": ["d0"], "n_bytes": [12]}, "text as numbers": {"text": [1, 2]}}
+    data = _parquet_bytes(tmp_path, tables[content]) if isinstance(content, str) else content
+    (tmp_path / "corpus" / name).write_bytes(data)
+    (tmp_path / "corpus" / "good.txt").write_text("One document of text.")
+    config = _default(repo)
+    config["data"]["sources"] = [{"kind": "files", "paths": ["corpus"]}]
+    config["data"]["invalid_utf8"] = "error"
+    with pytest.raises(ConfigError) as err:
+        check_paths(validate_config(config))
+    assert "data.sources[0].paths: 1 of 2 file(s) are not text of their format: source 'files0' " in str(err.value)
+    assert message in str(err.value)
+
+
+def test_only_the_start_of_a_text_file_is_read_and_a_character_it_cuts_is_no_error(repo, tmp_path, monkeypatch):
+    from oversmooth.data.corpus import TEXT_HEAD_BYTES
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus").mkdir()
+    text = "x" * (TEXT_HEAD_BYTES - 1) + "é" + "\0 after the start"  # é's two bytes cut by the read
+    (tmp_path / "corpus" / "a.txt").write_text(text)
+    pq.write_table(pa.table({"text": ["One document.", "Another."]}), tmp_path / "corpus" / "b.parquet")
+    (tmp_path / "corpus" / "c.jsonl").write_text('{"text": "One."}\n{"text": "Two."}\n')
+    config = _default(repo)
+    config["data"]["sources"] = [{"kind": "files", "paths": ["corpus"]}]
+    config["data"]["invalid_utf8"] = "error"
+    assert check_paths(validate_config(config)) == []
+
+
+def _built_corpus(tmp_path, config) -> None:
+    """The config's corpus, built in tmp_path's results/data as the data job builds it (tmp_path: the run's folder)."""
+    from oversmooth.data.corpus import CorpusPaths, build_corpus
+
+    data = config["data"]
+    build_corpus(data["sources"], CorpusPaths.under(tmp_path / "results" / "data"), seed=config["seed"],
+                 **{key: data[key] for key in ("val_fraction", "eval_fraction", "separator", "invalid_utf8")})
+
+
+def test_prompts_the_built_corpus_cannot_supply_are_named_before_any_job(repo, tmp_path, monkeypatch):
+    """`eval.window: 1000000` passed the check and the dry run; select_prompts then failed with a PromptError after
+    Snakemake had deleted the prompts, and every job that reads them was planned again."""
+    monkeypatch.chdir(tmp_path)
+    docs = tmp_path / "corpus"
+    docs.mkdir()
+    for i in range(60):
+        (docs / f"d{i:02d}.txt").write_text(" ".join(f"Sentence {j} of document {i} is here." for j in range(40)))
+    config = validate_config({**_default(repo), "data": {"sources": [{"kind": "files", "paths": ["corpus"]}],
+                                                         "eval_fraction": 0.2}})
+    assert check_paths(config) == []  # no corpus built yet: the jobs decide
+    _built_corpus(tmp_path, config)
+    assert check_paths(config) == []  # the demo's 16 prompts of 400 bytes fit
+    config["eval"]["window"] = 1_000_000
+    with pytest.raises(ConfigError) as err:
+        check_paths(config)
+    assert re.search(r"eval\.window: prompts of 1000000 bytes .*\(results/data/documents\.parquet: \d+ documents, the "
+                     r"longest \d+ bytes\) holds at most 0 of them, and eval\.n_prompts asks for 16", str(err.value))
+    config["data"]["eval_fraction"] = 0.5  # another corpus: the one on disk tells nothing of it
     assert check_paths(config) == []
 
 

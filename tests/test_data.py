@@ -1,11 +1,12 @@
 import json
+import re
 import warnings
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import sentences, write_docs
+from conftest import RUN_OPTIONS, sentences, write_docs
 
 from oversmooth.core.io import UnreadableInputError, sha256_file
 from oversmooth.data.corpus import (
@@ -130,14 +131,18 @@ def test_manifest_hashes_and_sizes_match_the_shards(tmp_path, corpus_dir):
     assert manifest["sources"][0]["documents"] == 40
 
 
-def test_a_shard_damaged_in_place_is_named_when_read_with_the_command_that_rebuilds_it(tmp_path, corpus_dir):
-    paths, _ = _build(tmp_path, [_files(corpus_dir)])
+def test_a_shard_damaged_in_place_is_named_when_read_with_the_command_that_rebuilds_it(in_a_run, corpus_dir):
+    paths = CorpusPaths.under("results/data")
+    build_corpus([_files(corpus_dir)], paths, seed=3, val_fraction=0.2, eval_fraction=0.2)
     intact = np.array(read_shard(paths.train))
     data = bytearray(paths.train.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte: same size, same time a copy would keep
     paths.train.write_bytes(bytes(data))
-    with pytest.raises(UnreadableInputError, match=r"train.bin: damaged: its SHA-256 is not the one recorded in "
-                                                   r".*shards.sha256.*`snakemake all --forcerun .*train.bin`"):
+    # the data job alone, in the run's folder (`all --forcerun` retrained every model: 216 demo jobs)
+    command = f"snakemake results/data/train.bin --forcerun results/data/train.bin {RUN_OPTIONS}"
+    advised = re.escape(f"`{command}`, typed in {in_a_run}")
+    with pytest.raises(UnreadableInputError, match=rf"train.bin: damaged: its SHA-256 is not the one recorded in "
+                                                   rf".*shards.sha256.*{advised}"):
         read_shard(paths.train)
     assert np.array_equal(read_shard(paths.val), np.fromfile(paths.val, dtype=np.uint8))  # its twin is intact
     paths.digests.unlink()  # shards without a record (written by hand) are read as they are
@@ -170,6 +175,14 @@ def test_invalid_utf8_policies_skip_and_error(tmp_path):
     assert [d.data for d in docs] == [b"fine text."]
     with pytest.raises(DataSourceError, match=r"bad\.txt: not valid UTF-8"):
         list(iter_source_documents(_files(folder), "s", "error", SourceStats("s", "files")))
+
+
+def test_a_binary_file_named_as_text_is_refused_not_read_as_text(tmp_path):
+    """A Parquet file copied to `.txt`: under data.invalid_utf8 'replace' (the default) its bytes became a document
+    of replacement characters."""
+    folder = write_docs(tmp_path / "d", {"table.txt": b"PAR1\x15\x04\x15\x00\x15\x00 more", "good.txt": "fine text."})
+    with pytest.raises(DataSourceError, match=r"table\.txt: not text: a NUL byte at offset 7 \(a binary file\?\)"):
+        list(iter_source_documents(_files(folder), "s", "replace", SourceStats("s", "files")))
 
 
 def test_empty_documents_are_skipped_with_a_warning_naming_them(tmp_path, corpus_dir):

@@ -1,6 +1,6 @@
-"""The fault drill: on a copy of the finished smoke run, the accidents of a days-long run and their documented
-recoveries (docs/testing.md, "The fault drill"), ending with outputs byte-identical to the untouched run and no
-training rerun where none is needed."""
+"""The fault drill: on a copy of the finished smoke run in a run folder of its own (`--directory runs/drill`), the
+accidents of a days-long run and their recoveries (docs/testing.md, "The fault drill"), each advised command followed
+as printed, ending with outputs byte-identical to the untouched run and no training rerun where none is needed."""
 
 from __future__ import annotations
 
@@ -8,18 +8,19 @@ import hashlib
 import os
 import random
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from workflow_helpers import planned_jobs, planned_rules, snakemake
+from conftest import write_docs
+from workflow_helpers import follow_advice, planned_jobs, planned_rules, repository_copy, snakemake
 
 # What may differ between two runs of the same jobs: logs, benchmarks, the report and the timings (Table I.1 and
 # what it reads; a training's log has a seconds column, compared apart)
 NOT_COMPARED = ("results/logs/", "results/benchmarks/", "results/timing/", "results/tables/table_i_1.csv",
                 "results/report.html")
 TRAIN_LOG = "train_log.csv"
-DATA = ("train.bin", "val.bin", "eval_docs.parquet", "documents.parquet", "manifest.json", "shards.sha256")
 
 
 def fingerprint(run: Path) -> dict[str, str]:
@@ -34,100 +35,180 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def planned(run: Path, *args: str, overrides=()) -> tuple[set[str], str]:
-    """The rules `snakemake -n` plans (Snakemake's own checks must pass), and its output."""
-    result = snakemake(run, "-n", *args, overrides=overrides)
-    output = result.stdout + result.stderr
-    return planned_rules(output), output
+RUN_FOLDER = "runs/drill"  # where the drill's run lies in its repository, the `--directory` of every command
 
 
-def nothing_to_do(run: Path) -> bool:
-    rules, output = planned(run, "all")
-    return not rules and "Nothing to be done" in output
+@dataclass(frozen=True)
+class Drill:
+    """A copy of the finished smoke run in `runs/drill` of a copy of the repository: every command is typed in the
+    repository's copy with `--directory runs/drill`, as a run of another config than the demo's is."""
+
+    repo: Path
+    env: dict[str, str]
+
+    @property
+    def run(self) -> Path:
+        return self.repo / RUN_FOLDER
+
+    def snakemake(self, *args: str, **kwargs):
+        return snakemake(Path(RUN_FOLDER), *args, repo=self.repo, env=self.env, cwd=self.repo, **kwargs)
+
+    def planned(self, *args: str, overrides=()) -> tuple[set[str], str]:
+        """The rules `snakemake -n` plans (Snakemake's own checks must pass), and its output."""
+        result = self.snakemake("-n", *args, overrides=overrides)
+        output = result.stdout + result.stderr
+        return planned_rules(output), output
+
+    def nothing_to_do(self) -> bool:
+        rules, output = self.planned("all")
+        return not rules and "Nothing to be done" in output
+
+    def log(self, *parts: str) -> str:
+        return self.run.joinpath("results", "logs", *parts).read_text()
 
 
 @pytest.fixture
-def drill_run(smoke_run, tmp_path) -> Path:
-    """A copy of the smoke run, file times and Snakemake's records included."""
+def drill(smoke_run, tmp_path) -> Drill:
+    """The smoke run copied with its file times and Snakemake's records into a repository's copy."""
     _, workdir, _ = smoke_run
-    run = tmp_path / "run"
-    shutil.copytree(workdir, run, symlinks=True)
-    assert nothing_to_do(run)
-    return run
+    repo, env = repository_copy(tmp_path)
+    shutil.copytree(workdir, repo / RUN_FOLDER, symlinks=True)
+    drill = Drill(repo, env)
+    assert drill.nothing_to_do()
+    return drill
+
+
+def damage_in_place(path: Path, n: int = 64) -> None:
+    """Overwrite `n` bytes in the middle of `path` with random ones, keeping its size and time (a bad disk)."""
+    stat, damaged = path.stat(), bytearray(path.read_bytes())
+    damaged[len(damaged) // 2: len(damaged) // 2 + n] = random.Random(1).randbytes(n)
+    path.write_bytes(bytes(damaged))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def files_source(folder: Path) -> str:
+    """An override whose corpus is the files of `folder`."""
+    return f"data:\n  sources:\n    - {{kind: files, paths: ['{folder}']}}\n"
 
 
 @pytest.mark.workflow
-def test_the_fault_drill(drill_run, tmp_path):
-    run, data = drill_run, drill_run / "results" / "data"
+def test_the_fault_drill(drill, tmp_path):
+    run, data = drill.run, drill.run / "results" / "data"
     untouched = fingerprint(run)
+    override = tmp_path / "override.yaml"
 
-    # 1. A bad data source (files that exist but are empty) fails before any job, naming the key; the corpus stays.
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    (corpus / "empty.txt").write_bytes(b"")
-    override = tmp_path / "bad_source.yaml"
-    override.write_text(f"data:\n  sources:\n    - {{kind: files, paths: ['{corpus}']}}\n")
-    failed = snakemake(run, "all", overrides=[override], check=False)
-    assert failed.returncode != 0
-    assert "data.sources[0].paths: source 'files0': all 1 file(s) are empty" in failed.stderr
-    assert "Select jobs to execute" not in failed.stdout + failed.stderr
+    # 1. Bad inputs fail before any job, naming the key, and nothing is deleted: files that exist but are empty,
+    # binary files (a pipeline Parquet file as a source, and its bytes named .txt: "no text column" or an empty split
+    # at job time), prompts longer than every document of the corpus built for the config (a PromptError at job time).
+    empty, binary = write_docs(tmp_path / "empty", {"empty.txt": b""}), tmp_path / "binary"
+    write_docs(binary, {name: (data / "documents.parquet").read_bytes() for name in ("a.parquet", "a.txt")})
+    for bad, message in [
+        (files_source(empty), "data.sources[0].paths: source 'files0': all 1 file(s) are empty"),
+        (files_source(binary), "data.sources[0].paths: 2 of 2 file(s) are not text of their format"),
+        ("eval:\n  window: 1000000\n", "eval.window: prompts of 1000000 bytes"),
+    ]:
+        override.write_text(bad)
+        failed = drill.snakemake("all", overrides=[override], check=False)
+        assert failed.returncode != 0 and message in failed.stderr, failed.stderr[-2000:]
+        assert "Select jobs to execute" not in failed.stdout + failed.stderr
     assert fingerprint(run) == untouched
 
-    # 1'. The corpus deleted all the same (a data job that failed at run time; Snakemake removes a job's outputs
-    # before it starts). Recovery: rebuild the data alone, then the run: identical shards retrain nothing.
-    for name in DATA:
-        (data / name).unlink()
-    rules, output = planned(run, "all")
-    assert {"prepare_corpus", "train_model"} <= rules  # Snakemake cannot know yet that the bytes will be the same
-    snakemake(run, "results/data/manifest.json")
-    assert nothing_to_do(run)
+    # 1'. A source only the data job can refuse (one document: two splits left empty). Snakemake deleted the corpus
+    # before the job ran: `all` would plan every training now. The error names what was deleted and the command
+    # that rebuilds it alone; with the config fixed, that command is the data job, and then nothing is left to do
+    # (the same bytes retrain nothing).
+    override.write_text(files_source(write_docs(tmp_path / "one", {"a.txt": "One document."})))
+    assert drill.snakemake("results/data/manifest.json", overrides=[override], check=False).returncode != 0
+    log = drill.log("data", "prepare_corpus.log")
+    assert "received no document" in log and "deleted this job's outputs before it ran (results/data/train.bin" in log
+    assert {"prepare_corpus", "train_model"} <= drill.planned("all")[0]
+    override.write_text("{}\n")  # the config fixed: the advice names the run's config files
+    jobs, command = follow_advice(log, drill.env)
+    assert f"--directory {RUN_FOLDER} --cores 2 --configfile config/smoke.yaml {override}" in command
+    assert jobs == [("prepare_corpus", "")]
+    assert drill.nothing_to_do()
 
     # 2. A checkpoint damaged in place (its time kept): the next job that reads it fails naming it and the command
-    # that rebuilds it; that command retrains this model alone, and everything after it comes out byte-identical
-    # (TBAT files, figures and torch files included: no timings or dates in them).
+    # that rebuilds it alone, in the run's folder (`snakemake all --forcerun <file>`, typed in the repository, planned
+    # 53 demo jobs that retrained the repository's own model). It retrains this model alone; the run's command then
+    # reruns the job that failed and what reads its output, and the training log's readers (its seconds column).
+    # Everything comes out byte-identical (TBAT files, figures and torch files included: no times or dates in them),
+    # and nothing is written in the repository's own folder.
     checkpoint = run / "results" / "models" / "bn-4" / "best.pt"
-    stat, damaged = checkpoint.stat(), bytearray(checkpoint.read_bytes())
-    damaged[len(damaged) // 2: len(damaged) // 2 + 64] = random.Random(1).randbytes(64)
-    checkpoint.write_bytes(bytes(damaged))
-    os.utime(checkpoint, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert nothing_to_do(run)  # older than what was computed from it: Snakemake does not look at it
-    failed = snakemake(run, "-f", "results/tbat/bn-4.parquet", check=False)
-    assert failed.returncode != 0
-    log = (run / "results" / "logs" / "tbat" / "bn-4.log").read_text()
-    advice = "snakemake all --forcerun results/models/bn-4/best.pt"
-    assert "results/models/bn-4/best.pt: damaged: its member" in log and f"`{advice}`" in log, log[-2000:]
-    rules, output = planned(run, *advice.split()[1:])
-    assert {w for r, w in planned_jobs(output) if r == "train_model"} == {"model=bn-4"}
-    snakemake(run, *advice.split()[1:])
-    snakemake(run, "-f", "results/figures/figure_4_2.pdf")
+    damage_in_place(checkpoint)
+    assert drill.nothing_to_do()  # older than what was computed from it: Snakemake does not look at it
+    assert drill.snakemake("-f", "results/tbat/bn-4.parquet", check=False).returncode != 0
+    log = drill.log("tbat", "bn-4.log")
+    assert "results/models/bn-4/best.pt: damaged: its member" in log
+    jobs, command = follow_advice(log, drill.env)
+    assert command.startswith("snakemake results/models/bn-4/best.pt --forcerun results/models/bn-4/best.pt "
+                              f"--directory {RUN_FOLDER} ")
+    assert jobs == [("train_model", "model=bn-4")]
+    assert drill.planned("all")[0] == {"tbat", "metrics_table", "loss_matched", "figure_loss_matched", "findings",
+                                       "training_figure", "all"}
+    drill.snakemake("all")
+    drill.snakemake("-f", "results/figures/figure_4_2.pdf")
+    assert not (drill.repo / "results").exists()
     assert fingerprint(run) == untouched
 
-    # 3. A touched shard, then every file's time scrambled (a copy or restore without times): nothing reruns.
+    # 2'. A training's resume state damaged (what a stopped job leaves, then a bad disk): the training fails naming
+    # it and the command that deletes it and reruns that training alone.
+    resume = checkpoint.with_name("resume.pt")
+    shutil.copyfile(checkpoint, resume)
+    damage_in_place(resume)
+    assert drill.snakemake("-f", "results/models/bn-4/best.pt", check=False).returncode != 0
+    log = drill.log("train", "bn-4.log")
+    assert "results/models/bn-4/resume.pt: damaged: its member" in log
+    jobs, command = follow_advice(log, drill.env)
+    assert command.startswith(f"rm {RUN_FOLDER}/results/models/bn-4/resume.pt && snakemake results/models/bn-4/best.pt")
+    assert jobs == [("train_model", "model=bn-4")] and not resume.exists()
+    # the training log's readers (its seconds column) and what reads theirs, alone
+    assert drill.planned("all")[0] == {"training_figure", "loss_matched", "figure_loss_matched", "findings", "all"}
+    drill.snakemake("all")
+    assert fingerprint(run) == untouched
+
+    # 3. A byte shard damaged in place (its size and time kept): nothing reruns on its account (it is ancient(), its
+    # digest file unchanged); the next job that reads it fails naming it and the command that rebuilds it alone,
+    # the data job (`snakemake all --forcerun <shard>` retrained every model: 216 demo jobs); then the run's command
+    # reruns the job that failed alone.
+    damage_in_place(data / "train.bin", n=1)
+    assert drill.nothing_to_do()
+    assert drill.snakemake("-f", "results/tables/table_godey_ngram_rank.csv", check=False).returncode != 0
+    log = drill.log("rank", "ngram_rank.log")
+    assert "results/data/train.bin: damaged: its SHA-256 is not the one recorded in" in log
+    jobs, command = follow_advice(log, drill.env)
+    assert command.startswith("snakemake results/data/train.bin --forcerun results/data/train.bin ")
+    assert jobs == [("prepare_corpus", "")]
+    assert drill.planned("all")[0] == {"ngram_rank", "all"}
+    drill.snakemake("all")
+    assert fingerprint(run) == untouched
+
+    # 4. A touched shard, then every file's time scrambled (a copy or restore without times): nothing reruns.
     (data / "train.bin").touch()
-    assert nothing_to_do(run)
+    assert drill.nothing_to_do()
     rng = random.Random(0)
     for path in (run / "results").rglob("*"):
         stamp = 1.7e9 + rng.uniform(0, 86400)
         os.utime(path, (stamp, stamp))
-    assert nothing_to_do(run)
+    assert drill.nothing_to_do()
 
-    # 3'. Shards whose bytes changed (their digest file says so): every training reruns, and what follows.
+    # 4'. Shards whose bytes changed (their digest file says so): every training reruns, and what follows.
     digests = (data / "shards.sha256").read_text()
     (data / "shards.sha256").write_text(digests.replace(digests[:8], "0" * 8, 1))
-    rules, output = planned(run, "all")
+    rules, output = drill.planned("all")
     trainings = {wildcards for rule, wildcards in planned_jobs(output) if rule == "train_model"}
     assert trainings == {"model=bn-4", "model=bn-4-s8", "model=bn-64", "model=bn-64-s8", "model=mos-4",
                          "model=gt-nanogpt"}
     assert "results/data/shards.sha256" in output
     (data / "shards.sha256").write_text(digests)  # the same bytes again, at a new time: nothing to do
-    assert nothing_to_do(run)
+    assert drill.nothing_to_do()
 
-    # 8. A temporary left beside an output by a killed job goes with the next write of that output.
+    # 5. A temporary left beside an output by a killed job goes with the next write of that output.
     table = run / "results" / "tables" / "table_4_1.csv"
     stale = table.with_name(f".{table.name}.killed.tmp")
     stale.write_text("half")
-    snakemake(run, "-f", "results/tables/table_4_1.csv")
+    drill.snakemake("-f", "results/tables/table_4_1.csv")
     assert not stale.exists()
 
-    assert nothing_to_do(run)
+    assert drill.nothing_to_do()
     assert fingerprint(run) == untouched

@@ -63,12 +63,28 @@ def test_each_module_is_its_own_param_named_in_its_value(repo):
     assert params["code_analysis_bat_solver"].startswith("oversmooth.analysis.bat.solver ")  # a sub-package's module
     assert params["code_oversmooth"].startswith("oversmooth ")
     assert params["code_analysis"].startswith("oversmooth.analysis ")
-    assert set(params) == {"code_" + ("_".join(m.split(".")[1:]) or "oversmooth")
-                           for m in module_closure((SCRIPTS / "tbat.py").read_text())}
+    assert set(params) == {"code_script"} | {"code_" + ("_".join(m.split(".")[1:]) or "oversmooth")
+                                             for m in module_closure((SCRIPTS / "tbat.py").read_text())}
     # a module shared by two scripts has the same value in both: only the modules that changed differ
     assert library_params(SCRIPTS / "quality.py")["code_core_io"] == params["code_core_io"]
     values = [v for s in ("train_model", "tbat", "quality") for v in library_params(SCRIPTS / f"{s}.py").values()]
     assert all(len(v.split()[1]) == 12 for v in values)
+
+
+def test_a_script_s_own_code_is_a_param_named_by_its_path(tmp_path):
+    """`code_script`: the script's path relative to the repository and the digest of its code, so that a script edit
+    reruns its rule (Snakemake's `code` trigger, off in the workflow profile, followed the script's time)."""
+    script = tmp_path / "workflow" / "scripts" / "table_x.py"
+    script.parent.mkdir(parents=True)
+    script.write_text('"""Snakemake adapter."""\n\nfrom oversmooth.core.io import write_csv\n\nX = 1  # one\n')
+    params = library_params(script, root=tmp_path)
+    path, digest = params["code_script"].split()
+    assert path == "workflow/scripts/table_x.py" and len(digest) == 12
+    assert params["code_core_io"].startswith("oversmooth.core.io ")
+    script.write_text('"""Reworded."""\nfrom oversmooth.core.io import write_csv\nX = 1\n')
+    assert library_params(script, root=tmp_path)["code_script"] == params["code_script"]
+    script.write_text('"""Snakemake adapter."""\n\nfrom oversmooth.core.io import write_csv\n\nX = 2  # one\n')
+    assert library_params(script, root=tmp_path)["code_script"] != params["code_script"]
 
 
 def closure(script: str) -> set[str]:
@@ -92,16 +108,22 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
     # (its positions, workers and table): the TBAT job alone
     *[(module, {"tbat", "time_metrics", "table_i_1"}) for module in BAT_MODULES],
     ("tbat", {"tbat"}),
-    # the metrics' tables: the tables and the figures drawn from them (the quality tables share its byte
-    # frequencies), no metrics, TBAT or quality job
-    ("metrics_report", {"metrics_table", "loss_matched", "quality_table", "sample_table"} | FIGURE_SCRIPTS),
+    # the metrics' tables: the tables and the figures drawn from them, no metrics, TBAT or quality job, and no
+    # sample-quality table or other figure (issue 55: they reached it for its byte frequencies)
+    ("metrics_report", {"metrics_table", "loss_matched", "figure_4_2", "figure_4_3", "figure_loss_matched",
+                        "figure_token_heads", "position_figure"}),
+    # the byte frequencies beside a reference: Figures 4.3 and 5.1 (every figure script runs `figures`) and the
+    # sample-quality tables
+    ("frequencies", {"quality_table", "sample_table"} | FIGURE_SCRIPTS),
     ("quality_report", {"quality_table", "sample_table", "figure_5_1"}),
     ("report", {"table_3_1"}),
     # the metrics' formulas: the jobs that compute them (Table I.1 times them, Figure 4.1 titles its panels with
     # them) and the tables and figures of their summaries; not TBAT or sample quality, which only summarise
-    # (issue 39: a formula's edit reran 122 jobs), no sampler, token-track state or head, or Table B
-    ("metrics", {"oversmoothing_metrics", "time_metrics", "table_i_1", "metrics_table",
-                 "loss_matched", "quality_table", "sample_table"} | FIGURE_SCRIPTS),
+    # (issue 39: a formula's edit reran 122 jobs), no sampler, token-track state or head, or Table B, and no
+    # sample-quality table or figure of other numbers (issue 55: quality_table, sample_table and training_figure
+    # reached it through `metrics_report`)
+    ("metrics", {"oversmoothing_metrics", "time_metrics", "table_i_1", "metrics_table", "loss_matched",
+                 "figure_4_2", "figure_4_3", "figure_loss_matched", "figure_token_heads", "position_figure"}),
     # the summaries' statistics (mean, sd, cluster bootstrap): the jobs that summarise per-position values
     ("summary", {"oversmoothing_metrics", "tbat", "quality"}),
     # the token track: fitting a head, computing the source's states, comparing a head with the full head

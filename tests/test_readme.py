@@ -36,7 +36,7 @@ def dry_run_form(command: str) -> str | None:
     if words[0] == "snakemake":
         return None if "--report" in words else f"{command} -n"
     if words[0] == "make":
-        return f"make -n {' '.join(words[1:])}"
+        return shlex.join(["make", "-n", *words[1:]])  # quoted as written: `CONFIG="a.yaml b.yaml"` is one word
     if words[0] in ("printf", "source"):
         return command
     if words[:2] == ["pip", "install"]:
@@ -66,6 +66,48 @@ def test_every_documented_command_works_as_written(document, tmp_path):
         assert result.returncode == 0, f"{document}: `{command}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
         checked += 1
     assert checked or document not in ("README.md", "docs/cluster.md")
+
+
+# Where a command is shown outside a ```bash block: the docs' prose, the comments of the config files, profiles and
+# Snakefile
+SHOWN_INLINE = [*DOCUMENTS, "Snakefile", *(f"config/{p.name}" for p in sorted((REPO / "config").glob("*.yaml"))),
+                *(str(p.relative_to(REPO)) for p in sorted((REPO / "profiles").glob("*/config.yaml")))]
+NEEDS_A_FINISHED_RUN = ("--report", "--lint", "--unlock")  # the report and lint are checked by test_workflow
+
+
+def inline_commands(text: str) -> list[str]:
+    """The commands a text shows outside its ```bash blocks: each `snakemake ...` or `make ...` in backticks, and each
+    comment line that is a command (`#   snakemake all ...`; a description after two spaces is cut off). Those with
+    a placeholder (`<file>`, `...`, `$d`) or that need a finished run are left out."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    found = re.findall(r"`((?:snakemake|make) [^`]+)`", text)
+    found += [line.split("  ")[0].strip() for line in re.findall(r"(?m)^#\s+((?:snakemake|make) .+)$", text)]
+    return [command for command in found if not re.search(r"[<>…$]|\.\.\.", command)
+            and not any(word in command.split() for word in NEEDS_A_FINISHED_RUN)]
+
+
+def test_the_commands_shown_inline_are_found():
+    commands = {c for path in SHOWN_INLINE for c in inline_commands((REPO / path).read_text())}
+    assert "snakemake all --profile profiles/slurm --directory runs/thesis --configfile config/thesis.yaml" in commands
+    assert "snakemake all --profile profiles/slurm --directory runs/pilot --configfile config/pilot.yaml" in commands
+    assert "make plan CONFIG=config/pilot.yaml" in commands and "snakemake --cores all all" in commands
+
+
+@pytest.mark.workflow
+def test_every_command_shown_inline_works_as_written(tmp_path):
+    """The commands of the config files' headers (config/thesis.yaml's read its target `all` as a config file;
+    config/pilot.yaml's named no --directory, and wrote into the demo's `results/`), the Snakefile's, the profiles'
+    and the docs' prose, each once, as a dry run in a fresh copy of the repository."""
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", "runs", ".snakemake",
+                                                              "__pycache__"))
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    commands = sorted({c for path in SHOWN_INLINE for c in inline_commands((REPO / path).read_text())})
+    for command in commands:
+        result = subprocess.run(["bash", "-c", dry_run_form(command)], cwd=copy, env=env, capture_output=True,
+                                text=True, timeout=300)
+        assert result.returncode == 0, f"`{command}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        assert not (copy / "results").exists(), f"`{command}` wrote into the demo's results/"
 
 
 def test_the_readme_is_short_enough_to_read(repo):

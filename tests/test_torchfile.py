@@ -1,10 +1,13 @@
 """A checkpoint's tensors read without torch equal what torch.load gives."""
 
+import re
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from conftest import RUN_OPTIONS
 
 from oversmooth.models.checkpoints import load_model, save_torch
 from oversmooth.models.model import GPT, GPTConfig
@@ -79,15 +82,32 @@ def damage(path, offset: int, n: int = 64) -> None:
     path.write_bytes(bytes(data))
 
 
-def test_a_checkpoint_damaged_in_its_data_is_named_by_every_reader_with_its_rebuild(tmp_path):
-    path = saved_model(tmp_path / "best.pt")
+def test_a_checkpoint_damaged_in_its_data_is_named_by_every_reader_with_its_rebuild(in_a_run):
+    path = Path("results/models/bn-4/best.pt")
+    path.parent.mkdir(parents=True)
+    saved_model(path)
     damage(path, path.stat().st_size // 2)
     torch.load(path, weights_only=True)  # torch itself reads it without a word: the reason for the check
+    # its training alone, in the run's folder: typed from the repository, `snakemake all --forcerun <file>` planned
+    # 53 demo jobs that retrained the repository's own model
+    command = f"snakemake {path} --forcerun {path} {RUN_OPTIONS}"
     for read in (load_model, read_output_matrix, read_checkpoint, load_torch):
         with pytest.raises(UnreadableInputError, match=r"best.pt: damaged: its member .* fails its CRC-32 check"
-                                                       r".*`snakemake all --forcerun .*best.pt`") as error:
+                                                       rf".*{re.escape(f'`{command}`, typed in {in_a_run}')}") as error:
             read(path)
         assert str(path) in str(error.value), read.__name__
+    path.write_bytes(path.read_bytes()[:1000])  # truncated (an interrupted copy): no zip any more
+    with pytest.raises(CheckpointReadError, match=rf"best.pt: not a torch checkpoint in the zip format .*"
+                                                  rf"{re.escape(f'`{command}`, typed in {in_a_run}')}"):
+        read_output_matrix(path)
+
+
+def test_a_damaged_source_file_is_to_be_replaced_not_rebuilt(in_a_run):
+    path = saved_model(in_a_run / "elsewhere.pt")  # outside the run's results/: no job writes it
+    damage(path, path.stat().st_size // 2)
+    with pytest.raises(UnreadableInputError, match=r"damaged: .*replace it \(a source file") as error:
+        load_torch(path)
+    assert "snakemake" not in str(error.value)
 
 
 def test_a_checkpoint_damaged_in_a_member_s_header_is_named(tmp_path):

@@ -1,6 +1,7 @@
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import RUN_OPTIONS
 
 from oversmooth.core.catalog import segment_ends
 from oversmooth.core.io import UnreadableInputError
@@ -126,18 +128,23 @@ def test_interrupted_and_resumed_training_matches_uninterrupted(shards, tmp_path
 
 
 
-def test_a_damaged_resume_state_stops_the_job_naming_it_and_how_to_go_on(shards, tmp_path):
-    interrupted = _spec(shards, tmp_path, stop_after_iters=5)
+def test_a_damaged_resume_state_stops_the_job_naming_it_and_how_to_go_on(shards, in_a_run):
+    out = Path("results/models/m")
+    interrupted = _spec(shards, out, stop_after_iters=5)
     with pytest.raises(SystemExit):
         train_model(interrupted)
-    state = resume_path(tmp_path)
+    state = resume_path(out)
     data = bytearray(state.read_bytes())
     data[len(data) // 2: len(data) // 2 + 64] = bytes(64)  # torch.load would go on from these weights
     state.write_bytes(bytes(data))
-    with pytest.raises(UnreadableInputError, match=r"resume.pt: damaged: .*CRC-32.* Delete it and rerun snakemake"):
+    # the file as seen from the repository, where the command is typed; the job's output in the run's folder
+    command = f"rm runs/r/{state} && snakemake {out}/best.pt {RUN_OPTIONS}"
+    with pytest.raises(UnreadableInputError, match=r"resume.pt: damaged: .*CRC-32.* Delete it and rerun its job "
+                                                   rf"alone: {re.escape(f'`{command}`, typed in {in_a_run}')}"):
         train_model(replace(interrupted, stop_after_iters=None))
-    state.unlink()  # as the message says: the training starts again
+    (in_a_run / "runs" / "r" / state).unlink()  # as the message says: the training starts again
     assert train_model(replace(interrupted, stop_after_iters=None)).iteration > 5
+
 
 def test_kept_weights_at_an_iteration_are_those_of_a_run_stopped_there(shards, tmp_path):
     state = train_model(_spec(shards, tmp_path / "full", train={**TRAIN, "keep_weights_every": 2}))

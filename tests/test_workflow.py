@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,20 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
-from workflow_helpers import REPO, SNAKEMAKE, planned_jobs, planned_rules, repo_config, report_rules, snakemake
+from workflow_helpers import (
+    REPO,
+    SNAKEMAKE,
+    follow_advice,
+    jobs_an_edit_reruns,
+    planned_jobs,
+    planned_rules,
+    repo_config,
+    report_rules,
+    repository_copy,
+    rule_blocks,
+    rules_running,
+    snakemake,
+)
 
 import oversmooth
 from oversmooth.core.io import sha256_file
@@ -218,13 +232,6 @@ def test_splitting_a_training_into_jobs_plans_its_segments_and_changes_no_settin
     assert segments == ["model=bn-4, iteration=14", "model=bn-4, iteration=7"]
 
 
-def repository_copy(tmp_path):
-    """A copy of the repository, and the environment whose PYTHONPATH puts its `src/` first."""
-    copy = tmp_path / "repo"
-    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "__pycache__"))
-    return copy, {**os.environ, "PYTHONPATH": str(copy / "src")}
-
-
 FIGURE_RULES = {"figure_4_2", "figure_4_3", "figure_5_1", "figure_token_heads", "figure_token_quality",
                 "figure_token_bottleneck", "position_figure", "training_figure", "figure_godey_anisotropy",
                 "figure_godey_rank_loss", "figure_loss_matched"}
@@ -237,6 +244,9 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
     module = copy / "src" / "oversmooth" / "generation" / "quality.py"
     source = module.read_text()
     module.write_text(source.replace('"""Sample quality', '"""Sample quality, reworded', 1) + "\n# a new comment\n")
+    script = copy / "workflow" / "scripts" / "tbat.py"
+    edit(script, '"""Snakemake adapter:', '"""Snakemake adapter (reworded):')
+    edit(script, "smk = snakemake", "# a new comment\n\n\nsmk = snakemake")
     unchanged = snakemake(workdir, "-n", "all", repo=copy, env=env)
     assert "Nothing to be done" in unchanged.stdout + unchanged.stderr  # the same code, the same scripts
 
@@ -255,6 +265,13 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
     ("analysis.bat.solver", "class BATSolver",
      {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "figure_loss_matched", "findings",
       "token_findings", "figure_token_bottleneck"}),
+    # a metric's formula: the metrics, their timings, and the tables and figures of their summaries; no sample-quality
+    # table, training or other figure (issue 55: quality_table, sample_table, training_figure and four figures
+    # reached the formulas through `metrics_report`'s byte frequencies)
+    ("analysis.metrics", "def oversmoothing_against(",
+     {"oversmoothing_metrics", "time_metrics", "table_i_1", "metrics_table", "position_figure", "figure_4_2",
+      "figure_4_3", "loss_matched", "figure_loss_matched", "figure_token_heads", "figure_token_bottleneck", "findings",
+      "token_findings"}),
 ])
 def test_editing_library_code_reruns_the_rules_that_run_it_naming_the_module(smoke_run, tmp_path, module, before,
                                                                               planned):
@@ -265,9 +282,36 @@ def test_editing_library_code_reruns_the_rules_that_run_it_naming_the_module(smo
     changed = snakemake(workdir, "-n", "all", repo=copy, env=env)
     output = changed.stdout + changed.stderr
     assert planned_rules(output) == planned | {"all"}
+    # as many jobs as the whole DAG's jobs of those rules and what is computed from them: what docs/dag.md counts
+    (tmp_path / "empty").mkdir()
+    assert Counter(rule for rule, _ in planned_jobs(output)) == jobs_an_edit_reruns(module, tmp_path / "empty",
+                                                                                    "smoke.yaml")
     # the reason names the edited module, before and now (one param per module)
     reasons = [line for line in output.splitlines() if "Params have changed" in line]
     assert reasons and all(f"oversmooth.{module} " in line for line in reasons), reasons[:3]
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("script, planned", [
+    # TBAT's script: the TBAT jobs and what reads their files; not Table I.1's timings, which run the solver's module
+    # but not this script
+    ("tbat", {"tbat", "metrics_table", "loss_matched", "figure_loss_matched", "findings", "token_findings",
+              "figure_token_bottleneck"}),
+    # a table's script: that table alone
+    ("table_7_3", {"table_7_3"}),
+])
+def test_editing_a_workflow_script_reruns_its_rule_and_what_reads_its_outputs_naming_the_script(smoke_run, tmp_path,
+                                                                                             script, planned):
+    """The profile has no `code` trigger: a script's own code is a param of its rule (`code_script`), as the library
+    modules it runs are. A script edit once reran nothing ("Nothing to be done")."""
+    _, workdir, _ = smoke_run
+    copy, env = repository_copy(tmp_path)
+    edit(copy / "workflow" / "scripts" / f"{script}.py", "smk = snakemake", "UNUSED_CONSTANT = 1\nsmk = snakemake")
+    changed = snakemake(workdir, "-n", "all", repo=copy, env=env)
+    output = changed.stdout + changed.stderr
+    assert planned_rules(output) == planned | {"all"}
+    reasons = [line for line in output.splitlines() if "Params have changed" in line]
+    assert reasons and all(f"workflow/scripts/{script}.py " in line for line in reasons), reasons[:3]
 
 
 def edit(path: Path, old: str, new: str) -> None:
@@ -278,20 +322,15 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
-def rule_blocks(repo: Path = REPO):
-    """(.smk file, rule name, the rule's text, its `script:` name or None) for every rule of `repo`."""
-    for smk in (repo / "rules").glob("*.smk"):
-        for block in re.split(r"(?m)^(?=rule \w+:)", smk.read_text())[1:]:
-            script = re.search(r'script:\n\s+"\.\./workflow/scripts/(\w+)\.py"', block)
-            yield smk, re.match(r"rule (\w+):", block).group(1), block, script and script.group(1)
-
-
-def rules_running(module: str, repo: Path = REPO) -> set[str]:
-    """The rules whose script reaches `oversmooth.<module>` (their `**library_code(...)` names the script)."""
-    from oversmooth.core.provenance import module_closure
-
-    return {rule for _, rule, _, script in rule_blocks(repo)
-            if f"oversmooth.{module}" in module_closure((repo / "workflow" / "scripts" / f"{script}.py").read_text())}
+@pytest.mark.workflow
+def test_a_metric_formula_edit_reruns_73_demo_jobs(tmp_path):
+    """docs/dag.md's count for the demo (a finished one: every job of the rules whose scripts reach the formulas, and
+    what is computed from theirs). It was 92, not the 89 the docs said: quality_table, sample_table and
+    training_figure reached the formulas through `metrics_report`'s byte frequencies, and four figures too."""
+    jobs = jobs_an_edit_reruns("analysis.metrics", tmp_path)
+    assert sum(jobs.values()) == 73, jobs
+    assert jobs["oversmoothing_metrics"] == 38 and jobs["metrics_table"] == 18  # the demo's pairs and tables
+    assert not set(jobs) & {"quality_table", "sample_table", "training_figure", "figure_5_1", "tbat", "quality"}
 
 
 HELLINGER = """
@@ -325,7 +364,8 @@ def test_the_add_a_metric_recipe_reruns_the_metric_jobs_and_adds_its_column(smok
     planned = planned_rules(snakemake(run, "-n", "all", repo=copy, env=env).stdout)
     # and the findings, which read the tables the metrics jobs rewrite
     assert "oversmoothing_metrics" in planned
-    assert planned <= rules_running("analysis.metrics", copy) | {"all", "findings", "token_findings"}, planned
+    running = rules_running("analysis.metrics", copy) | rules_running("core.labels", copy)  # the two modules edited
+    assert planned <= running | {"all", "findings", "token_findings"}, planned
     assert not planned & {"train_model", "extract_logits", "sample", "token_head", "evaluate_model"}
     # TBAT and sample quality only summarise with the statistics of `analysis.summary` (issue 39: 122 jobs)
     assert not planned & {"tbat", "quality", "unargmaxable", "table_b"}, planned
@@ -910,12 +950,13 @@ def test_the_bytes_prompts_skip_by_default_are_those_smollm2_cannot_spell(smoke_
 
 
 @pytest.mark.workflow
-def test_following_the_corrupt_file_message_rebuilds_the_file_and_what_was_computed_from_it(smoke_run, tmp_path):
-    """A truncated logits file: the reading job fails naming a command; that command, word for word (plus the run's
-    own config and cores), rebuilds the file and its dependents, after which nothing is left to do. Deleting the
-    file, as the message once said, left the run incomplete with 'Nothing to be done'."""
-    import shlex
-
+def test_following_the_corrupt_file_message_rebuilds_the_file_alone_and_the_run_then_the_job_that_failed(smoke_run,
+                                                                                                        tmp_path):
+    """A truncated logits file: the reading job fails naming a command; that command, typed as printed in the folder
+    it names (the repository: the run's own folder, cores and config file are in it), rebuilds the file alone, and the
+    run's command then reruns the job that failed and what reads its output, after which nothing is left to do.
+    Deleting the file, as the message once said, left the run incomplete with 'Nothing to be done';
+    `snakemake all --forcerun <file>`, as it then said, acted on the repository's own run when typed there."""
     _, workdir, _ = smoke_run
     logits = workdir / "results" / "logits" / "bn-4@0.parquet"
     metrics = workdir / "results" / "metrics" / "bn-4@0__gt-nanogpt.parquet"
@@ -924,8 +965,14 @@ def test_following_the_corrupt_file_message_rebuilds_the_file_and_what_was_compu
     failed = snakemake(workdir, "-f", "results/metrics/bn-4@0__gt-nanogpt.parquet", check=False)
     log = (workdir / "results" / "logs" / "metrics" / "bn-4@0__gt-nanogpt.log").read_text()
     assert failed.returncode != 0
-    command = re.search(r"`(snakemake all --forcerun [^`]+)`", log).group(1)
-    assert command == "snakemake all --forcerun results/logits/bn-4@0.parquet"
-    snakemake(workdir, *shlex.split(command)[1:])
-    assert pq.read_table(logits).equals(good) and metrics.stat().st_mtime > logits.stat().st_mtime
+    jobs, command = follow_advice(log, os.environ)
+    assert command == (f"snakemake results/logits/bn-4@0.parquet --forcerun results/logits/bn-4@0.parquet --directory "
+                       f"{workdir} --cores 2 --configfile config/smoke.yaml")
+    assert jobs == [("extract_logits", "model=bn-4@0")]
+    assert pq.read_table(logits).equals(good)
+    rerun = snakemake(workdir, "all")
+    assert {rule for rule, wildcards in planned_jobs(rerun.stdout + rerun.stderr)} <= {
+        "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "loss_matched",
+        "figure_loss_matched", "findings", "all"}  # the failed job and what reads its output; no logits or training
+    assert metrics.stat().st_mtime > logits.stat().st_mtime
     assert "Nothing to be done" in dry_run_with_override(smoke_run, tmp_path, "{}\n")

@@ -1,9 +1,14 @@
-"""Running Snakemake on config/smoke.yaml from the tests, and reading what it planned."""
+"""Running Snakemake on config/smoke.yaml from the tests, following the commands its errors advise, and reading
+what it planned or ran."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -28,13 +33,39 @@ def snakemake_command(workdir: Path, *args: str, overrides=(), repo: Path = REPO
             *args]
 
 
-def snakemake(workdir, *args, overrides=(), check=True, timeout=1800, repo: Path = REPO, env=None):
-    """Run Snakemake on the smoke config with 2 local cores; fail the test with its output when it fails."""
+def snakemake(workdir, *args, overrides=(), check=True, timeout=1800, repo: Path = REPO, env=None, cwd=None):
+    """Run Snakemake on the smoke config with 2 local cores (`workdir` relative to `cwd` where it is relative); fail
+    the test with its output when it fails."""
     cmd = snakemake_command(workdir, "--cores", "2", *args, overrides=overrides, repo=repo)
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env)
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env, cwd=cwd)
     if check and result.returncode != 0:
         pytest.fail(f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
     return result
+
+
+def repository_copy(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A copy of the repository, and the environment whose PYTHONPATH puts its `src/` first."""
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", "runs", ".snakemake",
+                                                              "__pycache__"))
+    return copy, {**os.environ, "PYTHONPATH": str(copy / "src")}
+
+
+ADVICE = re.compile(r"`((?:rm \S+ && )?snakemake [^`]+)`, typed in (\S+?)[;:]")
+
+
+def follow_advice(text: str, env: dict[str, str], timeout: int = 1800) -> tuple[list[tuple[str, str]], str]:
+    """Run the last command an error advises in `text` as a user would: in a shell, in the folder it names, with the
+    venv's snakemake first on PATH. Returns the jobs it ran (rule, wildcards) and the command."""
+    matches = ADVICE.findall(text)
+    assert matches, f"no advised command in:\n{text[-2000:]}"
+    command, folder = matches[-1]
+    shell_env = {**env, "PATH": f"{SNAKEMAKE.parent}{os.pathsep}{env.get('PATH', '')}"}
+    result = subprocess.run(["bash", "-c", command], cwd=folder, env=shell_env, capture_output=True, text=True,
+                            timeout=timeout)
+    if result.returncode != 0:
+        pytest.fail(f"the advice `{command}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return planned_jobs(result.stdout + result.stderr), command
 
 
 def planned_rules(output: str) -> set[str]:
@@ -69,3 +100,41 @@ def report_rules() -> set[str]:
     """The tables and figures: the `localrules:` of rules/report.smk."""
     lines = (REPO / "rules" / "report.smk").read_text().split("localrules:", 1)[1].split("\n\n", 1)[0]
     return {name.strip().rstrip(",") for name in lines.split() if name.strip().rstrip(",")}
+
+
+def rule_blocks(repo: Path = REPO):
+    """(.smk file, rule name, the rule's text, its `script:` name or None) for every rule of `repo`."""
+    for smk in (repo / "rules").glob("*.smk"):
+        for block in re.split(r"(?m)^(?=rule \w+:)", smk.read_text())[1:]:
+            script = re.search(r'script:\n\s+"\.\./workflow/scripts/(\w+)\.py"', block)
+            yield smk, re.match(r"rule (\w+):", block).group(1), block, script and script.group(1)
+
+
+def rules_running(module: str, repo: Path = REPO) -> set[str]:
+    """The rules whose script reaches `oversmooth.<module>` (their `**library_code(...)` names the script)."""
+    from oversmooth.core.provenance import module_closure
+
+    return {rule for _, rule, _, script in rule_blocks(repo)
+            if f"oversmooth.{module}" in module_closure((repo / "workflow" / "scripts" / f"{script}.py").read_text())}
+
+
+def jobs_an_edit_reruns(module: str, empty: Path, *configfiles: str) -> Counter[str]:
+    """How many jobs of each rule an edit of `oversmooth.<module>` plans on a finished run of config/config.yaml with
+    `configfiles` over it: the jobs of the rules whose scripts reach the module, and every job computed from theirs,
+    `all` included, in the whole DAG (`snakemake --dag` in the `empty` folder plans every job)."""
+    configs = ["--configfile", *(str(REPO / "config" / name) for name in configfiles)] if configfiles else []
+    result = subprocess.run([str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "--directory", str(empty), *configs,
+                             "--dag", "dot", "--", "all"], capture_output=True, text=True, timeout=300, check=True)
+    labels = re.findall(r'^\s*(\d+)\[label = "([^"]*)"', result.stdout, re.M)
+    rules = {job: label.split("\\n")[0] for job, label in labels}  # a label's first line: its rule
+    consumers: dict[str, set[str]] = {}
+    for producer, consumer in re.findall(r"^\s*(\d+) -> (\d+)", result.stdout, re.M):
+        consumers.setdefault(producer, set()).add(consumer)
+    running = rules_running(module)
+    pending, rerun = [job for job, rule in rules.items() if rule in running], set()
+    while pending:
+        job = pending.pop()
+        if job not in rerun:
+            rerun.add(job)
+            pending += consumers.get(job, ())
+    return Counter(rules[job] for job in rerun)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from oversmooth.core.recovery import restore_advice
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -91,19 +93,11 @@ class UnreadableInputError(ValueError):
     """An input file exists but cannot be read as what it should be; the message names the file."""
 
 
-def rebuild_advice(path: str | os.PathLike) -> str:
-    """How to rebuild a damaged file and everything computed from it. Deleting it is not enough: Snakemake does not
-    rebuild a missing intermediate file while what was computed from it is up to date."""
-    return (f"It may be truncated or corrupt: rebuild it and everything computed from it with `snakemake all "
-            f"--forcerun {os.fspath(path)}` (with the run's own --configfile and --cores or --profile); if it is a "
-            "source file, replace it")
-
-
 def check_zip_members(path: str | os.PathLike, advice: str | None = None) -> None:
     """Check every member of a zip archive (what `torch.save` writes) against its CRC-32, since `torch.load` reads
     damaged data without a word; a damaged file raises an UnreadableInputError naming it, the member and `advice`
-    (by default, `rebuild_advice`)."""
-    advice = advice or rebuild_advice(path)
+    (by default, `restore_advice`: the command that rebuilds it)."""
+    advice = advice or restore_advice(path)
     try:
         with zipfile.ZipFile(path) as archive:
             damaged = archive.testzip()  # the first member whose data or header is damaged
@@ -123,7 +117,7 @@ def naming_parquet_errors(path: str | os.PathLike) -> Iterator[None]:
         raise  # these name the file already
     except (pa.ArrowException, OSError) as err:  # Arrow reports damaged pages as a bare OSError
         raise UnreadableInputError(f"{os.fspath(path)}: not a readable Parquet file ({type(err).__name__}: {err}). "
-                                   f"{rebuild_advice(path)}") from err
+                                   f"{restore_advice(path)}") from err
 
 
 def read_parquet(path: str | os.PathLike, **kwargs: Any) -> pa.Table:

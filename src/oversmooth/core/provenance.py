@@ -1,10 +1,11 @@
-"""Which library code a rule's result depends on: a digest of each module its workflow script runs.
+"""Which code a rule's result depends on: a digest of its workflow script and of each library module it runs.
 
-Snakemake reruns a job when its script changes, but not when a library module the script calls changes. Each
-rule therefore carries one param per `oversmooth` module its script imports, directly or through other modules
-(`library_params`), valued `oversmooth.<module> <digest>`: Snakemake reports a rerun's reason as the param values
-that changed, so the reason names the edited module. Only code counts: a changed comment, docstring or layout
-leaves the digest as it is.
+Snakemake's own `code` trigger follows a script's time (a `git checkout` or a copy reruns it, an edit in a library
+module the script calls does not), so the workflow profile turns it off. Each rule instead carries its script's
+digest (`code_script`, valued `workflow/scripts/<name>.py <digest>`) and one param per `oversmooth` module its
+script imports, directly or through other modules (`library_params`), valued `oversmooth.<module> <digest>`:
+Snakemake reports a rerun's reason as the param values that changed, so the reason names the edited script or
+module. Only code counts: a changed comment, docstring or layout leaves the digest as it is.
 """
 
 from __future__ import annotations
@@ -89,14 +90,26 @@ def _sets_version(node: ast.stmt) -> bool:
     return isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
 
 
+def fingerprint_digest(fingerprint: str) -> str:
+    """A short digest of a code fingerprint (`code_fingerprint`)."""
+    return hashlib.sha256(fingerprint.encode()).hexdigest()[:12]
+
+
 def module_digest(module: str) -> str:
     """A short digest of one library module's code."""
-    return hashlib.sha256(_parsed(module)[1].encode()).hexdigest()[:12]
+    return fingerprint_digest(_parsed(module)[1])
 
 
-def library_params(script: str | os.PathLike) -> dict[str, str]:
-    """The params that tie a rule to the library code `script` runs: `code_<module>` -> `oversmooth.<module>
-    <digest>` for every module of its closure (`code_oversmooth` for the package's `__init__`, `code_analysis` for
-    a sub-package's; its module `oversmooth.analysis.tbat` as `code_analysis_tbat`)."""
-    return {"code_" + ("_".join(module.split(".")[1:]) or PACKAGE): f"{module} {module_digest(module)}"
-            for module in module_closure(Path(script).read_text())}
+SCRIPT_PARAM = "code_script"
+
+
+def library_params(script: str | os.PathLike, root: str | os.PathLike | None = None) -> dict[str, str]:
+    """The params that tie a rule to the code `script` runs: `code_script` -> `<script> <digest>` (the script's path
+    relative to `root`, the repository, where given) for the script itself, and `code_<module>` ->
+    `oversmooth.<module> <digest>` for every module of its closure (`code_oversmooth` for the package's `__init__`,
+    `code_analysis` for a sub-package's; its module `oversmooth.analysis.tbat` as `code_analysis_tbat`)."""
+    source, shown = Path(script).read_text(), Path(script)
+    shown = shown.relative_to(root) if root is not None else shown
+    own = {SCRIPT_PARAM: f"{shown.as_posix()} {fingerprint_digest(code_fingerprint(source))}"}
+    return own | {"code_" + ("_".join(module.split(".")[1:]) or PACKAGE): f"{module} {module_digest(module)}"
+                  for module in module_closure(source)}

@@ -9,6 +9,7 @@ reads directly; the evaluation pool is kept as whole documents in Parquet for pr
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import glob
 import hashlib
@@ -16,7 +17,7 @@ import importlib.util
 import json
 import os
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from oversmooth import __version__
-from oversmooth.core.io import ParquetInput, UnreadableInputError, atomic_path, rebuild_advice, sha256_file
+from oversmooth.core.io import ParquetInput, UnreadableInputError, atomic_path, sha256_file
 from oversmooth.core.logs import get_logger
+from oversmooth.core.recovery import restore_advice
 
 log = get_logger("data")
 
@@ -166,9 +168,17 @@ def _document(doc_id: str, label: str, data: bytes | None) -> Iterator[Document]
         yield Document(doc_id, label, data)
 
 
+def check_text(raw: bytes, where: str) -> None:
+    """Raise a DataSourceError naming `where` if `raw` holds a NUL byte: no text does, a binary file (a Parquet file
+    or an archive named `.txt`) does within its first bytes, and its bytes would otherwise enter the corpus as text."""
+    if (offset := raw.find(b"\0")) >= 0:
+        raise DataSourceError(f"{where}: not text: a NUL byte at offset {offset} (a binary file?)")
+
+
 def _txt_documents(path: str, label: str, policy: str, stats: SourceStats, key: str) -> Iterator[Document]:
-    data = decode_utf8(Path(path).read_bytes(), f"source {label!r} file {path}", policy, stats)
-    yield from _document(f"{label}:{key}", label, data)
+    where, raw = f"source {label!r} file {path}", Path(path).read_bytes()
+    check_text(raw, where)
+    yield from _document(f"{label}:{key}", label, decode_utf8(raw, where, policy, stats))
 
 
 def _jsonl_documents(path: str, label: str, column: str, policy: str, stats: SourceStats,
@@ -192,14 +202,26 @@ def _jsonl_documents(path: str, label: str, column: str, policy: str, stats: Sou
             yield from _document(f"{label}:{key}:{line_no}", label, text)
 
 
+TEXT_TYPES = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
+
+
+def _text_column_parquet(path: str, label: str, column: str) -> ParquetInput:
+    """A Parquet file of a source, opened, after checking that it holds the text column as text or bytes."""
+    parquet = ParquetInput(path)
+    schema = parquet.schema_arrow
+    if column not in schema.names:
+        raise DataSourceError(
+            f"source {label!r} file {path}: no text column {column!r} (columns: {schema.names}); set `text_column`"
+        )
+    if schema.field(column).type not in TEXT_TYPES:
+        raise DataSourceError(f"source {label!r} file {path}: column {column!r} holds {schema.field(column).type}, "
+                              "expected text; set `text_column`")
+    return parquet
+
+
 def _parquet_documents(path: str, label: str, column: str, policy: str, stats: SourceStats,
                        key: str) -> Iterator[Document]:
-    parquet = ParquetInput(path)
-    names = parquet.schema_arrow.names
-    if column not in names:
-        raise DataSourceError(
-            f"source {label!r} file {path}: no text column {column!r} (columns: {names}); set `text_column`"
-        )
+    parquet = _text_column_parquet(path, label, column)
     row = 0
     for batch in parquet.iter_batches(columns=[column], batch_size=1024):
         for value in batch.column(0).to_pylist():
@@ -259,20 +281,54 @@ def _fixed_folder(pattern: str) -> str:
 
 
 def _file_documents(source: Mapping, label: str, policy: str, stats: SourceStats) -> Iterator[Document]:
-    column = source["text_column"]
     for path, key in source_file_keys(source, label):
         stats.files.append(path)
-        suffix = Path(path).suffix.lower()
-        if suffix in (".txt", ".md"):
-            yield from _txt_documents(path, label, policy, stats, key=key)
-        elif suffix == ".jsonl":
-            yield from _jsonl_documents(path, label, column, policy, stats, key)
-        elif suffix == ".parquet":
-            yield from _parquet_documents(path, label, column, policy, stats, key)
+        yield from _documents_of_file(path, key, label, source["text_column"], policy, stats)
+
+
+def _documents_of_file(path: str, key: str, label: str, column: str, policy: str,
+                       stats: SourceStats) -> Iterator[Document]:
+    """The documents of one file of a `files` source, read by its suffix's reader."""
+    suffix = Path(path).suffix.lower()
+    if suffix in (".txt", ".md"):
+        yield from _txt_documents(path, label, policy, stats, key=key)
+    elif suffix == ".jsonl":
+        yield from _jsonl_documents(path, label, column, policy, stats, key)
+    elif suffix == ".parquet":
+        yield from _parquet_documents(path, label, column, policy, stats, key)
+    else:
+        raise DataSourceError(
+            f"source {label!r}: cannot read {path} (suffix {suffix!r}); use .txt, .md, .jsonl or .parquet"
+        )
+
+
+TEXT_HEAD_BYTES = 8000  # as git decides a file is binary: a NUL byte among its first 8,000 bytes
+
+
+def file_start_problem(path: str, label: str, column: str, policy: str) -> str | None:
+    """Why a file of a `files` source is not text of its format, as far as its start tells, by the checks the data job
+    makes (None if it reads): a NUL byte in its first TEXT_HEAD_BYTES or bytes that are not UTF-8 where
+    data.invalid_utf8 is 'error' (.txt, .md), a first JSON line without the text column (.jsonl), a file that is not
+    Parquet or has no text column (.parquet). Reads no more than that: snakemake checks every file at each start."""
+    try:
+        if Path(path).suffix.lower() in (".txt", ".md"):
+            with open(path, "rb") as f:
+                head = f.read(TEXT_HEAD_BYTES)
+            where = f"source {label!r} file {path}"
+            check_text(head, where)
+            try:
+                codecs.getincrementaldecoder("utf-8")().decode(head, final=False)  # a cut last character is no error
+            except UnicodeDecodeError:
+                decode_utf8(head, where, policy, SourceStats(label, "files"))  # the job's own check and message
+        elif Path(path).suffix.lower() == ".parquet":
+            _text_column_parquet(path, label, column)
         else:
-            raise DataSourceError(
-                f"source {label!r}: cannot read {path} (suffix {suffix!r}); use .txt, .md, .jsonl or .parquet"
-            )
+            next(_documents_of_file(path, path, label, column, policy, SourceStats(label, "files")), None)
+    except DataSourceError as error:
+        return str(error)
+    except UnreadableInputError as error:  # named by its path alone
+        return f"source {label!r} file {error}"
+    return None
 
 
 def _package_documents(source: Mapping, label: str, policy: str, stats: SourceStats) -> Iterator[Document]:
@@ -541,6 +597,21 @@ def build_corpus(
     return manifest
 
 
+CORPUS_SETTINGS = ("val_fraction", "eval_fraction", "separator", "invalid_utf8")  # the manifest's, beside seed
+
+
+def built_with(manifest: Mapping, sources: Sequence[Mapping], seed: int, settings: Mapping) -> bool:
+    """Whether a corpus's manifest records these sources, seed and settings (`CORPUS_SETTINGS` of config `data`): the
+    corpus the config's data job would write, so far as the config tells (the sources' files may have changed). A
+    teacher source's documents path, which the workflow fills in, is left out of the comparison."""
+    def unplaced(source: Mapping) -> dict:
+        return {k: v for k, v in source.items() if not (k == "path" and source.get("kind") == "teacher")}
+
+    recorded = [unplaced(entry.get("config", {})) for entry in manifest.get("sources", [])]
+    return (recorded == [unplaced(json.loads(json.dumps(s))) for s in sources] and manifest.get("seed") == seed
+            and all(manifest.get(key) == settings.get(key) for key in CORPUS_SETTINGS))
+
+
 def shard_digests(digests: Mapping[Path, str]) -> str:
     """The shards' digests as `sha256sum` writes them (`sha256sum -c shards.sha256` in their folder checks them).
 
@@ -597,7 +668,7 @@ def read_shard(path: str | os.PathLike) -> np.memmap:
     recorded = recorded_shard_digest(path)
     if recorded is not None and sha256_file(path) != recorded:
         raise UnreadableInputError(f"{path}: damaged: its SHA-256 is not the one recorded in "
-                                   f"{path.with_name(SHARD_DIGESTS)}. {rebuild_advice(path)}")
+                                   f"{path.with_name(SHARD_DIGESTS)}. {restore_advice(path)}")
     return np.memmap(path, dtype=np.uint8, mode="r")
 
 

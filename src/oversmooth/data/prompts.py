@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +57,14 @@ class PromptSpec:
     def span(self) -> int:
         """Bytes a prompt needs from its start: the window, and the sampling prefix plus continuation."""
         return max(self.window, self.prompt_bytes + self.continuation_bytes)
+
+
+def prompt_capacity(document_bytes: Iterable[int], span: int) -> int:
+    """At most how many non-overlapping prompts of `span` bytes documents of these sizes hold: a prompt starts after a
+    sentence mark (offset >= 1) and ends inside its document, so a document of n bytes holds at most (n - 1) // span.
+    Fewer than asked for and `select_prompts` must fail; as many do not promise them (sentence marks, unspellable
+    bytes)."""
+    return sum(max(0, (n - 1) // span) for n in document_bytes)
 
 
 def sentence_start_pattern(marks: Sequence[str]) -> re.Pattern[bytes]:

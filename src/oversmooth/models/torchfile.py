@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from oversmooth.core.io import atomic_path, check_zip_members
+from oversmooth.core.recovery import restore_advice
 
 if TYPE_CHECKING:
     import torch
@@ -73,8 +74,9 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
     """The object `torch.save` wrote to `path`, every tensor an ndarray (bfloat16 widened exactly to float32)."""
     try:
         archive = zipfile.ZipFile(path)
-    except zipfile.BadZipFile as error:
-        raise CheckpointReadError(f"{path}: not a torch checkpoint in the zip format ({error})") from None
+    except zipfile.BadZipFile as error:  # the pipeline writes none but zip files: a truncated one, or another file
+        raise CheckpointReadError(f"{path}: not a torch checkpoint in the zip format ({error}). "
+                                  f"{restore_advice(path)}") from None
     with archive:
         check_zip_members(path)  # damaged data would be read without a word
         pickles = [name for name in archive.namelist() if name.endswith("/data.pkl")]

@@ -38,8 +38,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from oversmooth.core.cluster import SCHEDULING_KEYS
-from oversmooth.core.io import atomic_path, rebuild_advice, write_json
+from oversmooth.core.io import atomic_path, write_json
 from oversmooth.core.logs import JobStopped, get_logger, log_to_file, signal_name
+from oversmooth.core.recovery import delete_and_rerun_advice, restore_advice
 from oversmooth.core.spectra import singular_entropy_gap, singular_values
 from oversmooth.data.corpus import read_shard
 from oversmooth.models.model import GPT, GPTConfig, bf16_autocast, sample_windows
@@ -215,7 +216,7 @@ def export_checkpoint(train_dir: str | os.PathLike, iteration: int, out: str | o
             "kept iterations in config `checkpoints.iterations` (multiples of train.eval_interval x "
             "train.keep_weights_every, before any early stop)"
         )
-    payload = load_torch(kept, advice=rebuild_advice(Path(train_dir) / "best.pt"))  # kept by the training
+    payload = load_torch(kept, advice=restore_advice(kept, Path(train_dir) / "best.pt"))  # kept by the training
     save_torch({**payload, "name": name}, Path(out))
 
 
@@ -477,12 +478,17 @@ def _save_state(path: Path, spec, model, optimizer, data_rng, state, best_weight
     )
 
 
+def _job_output(spec: TrainSpec) -> Path:
+    """The first output of the job that runs `spec`: a segment's state, or the trained model."""
+    return Path(spec.state_out) if spec.state_out else Path(spec.out_dir) / "best.pt"
+
+
 def _load_resume(out_dir, spec, model, optimizer, data_rng, runtime: Runtime):
     """The state to go on from: this job's own resume state (an earlier attempt stopped), else the state the
     previous segment handed on, else None (from scratch). Read onto the CPU whatever `runtime.device` is."""
     path = resume_path(out_dir)
-    advice = ("Delete it and rerun snakemake: the training goes on from the state its previous job handed on, or "
-              "starts again")
+    advice = (f"{delete_and_rerun_advice(path, _job_output(spec))}: the training goes on from the state its previous "
+              "job handed on, or starts again")
     payload = load_torch(path, weights_only=False, advice=advice) if path.exists() else None
     if payload is not None and payload.get("fingerprint") != spec.fingerprint():
         log.warning("%s: ignoring %s, written for other settings", spec.name, path)
@@ -496,8 +502,9 @@ def _load_resume(out_dir, spec, model, optimizer, data_rng, runtime: Runtime):
         path = Path(spec.resume_from)
         payload = load_torch(path, weights_only=False)
         if payload.get("fingerprint") != spec.fingerprint():
-            raise ValueError(f"{spec.name}: the segment state {path} was written for other settings; delete it and "
-                             "rerun snakemake to train this model again from its first segment")
+            raise ValueError(f"{spec.name}: the segment state {path} was written for other settings. "
+                             f"{delete_and_rerun_advice(path, _job_output(spec))}: the training starts again from its "
+                             "first segment")
     if payload is None:
         return None
     _restore(payload, model, optimizer, data_rng, runtime)

@@ -14,7 +14,7 @@ from oversmooth.core.catalog import TOKEN_REFERENCE, token_head_parts
 from oversmooth.core.labels import METHOD_LABELS, METRIC_LABELS
 from oversmooth.core.plotting import plt, sns
 from oversmooth.data.bytenames import byte_name
-from oversmooth.reporting.metrics_report import relative_frequencies
+from oversmooth.reporting.frequencies import relative_frequencies
 
 
 def training_curves(logs: Mapping[str, pd.DataFrame], panels: Mapping[str, str], ylabel: str, title: str,

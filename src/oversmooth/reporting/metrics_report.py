@@ -123,7 +123,7 @@ def table_e(summary: pd.DataFrame, models: Sequence[str], ground_truth: str, met
 
 
 # ----------------------------------------------------------------------------------------------
-# The data of Figures 4.2, 4.3 and 5.1 (drawn in `figures`)
+# The data of Figure 4.2 (drawn in `figures`; Figures 4.3 and 5.1's byte frequencies: `frequencies`)
 
 
 def per_byte_mean(metric_frames: Mapping[str, pd.DataFrame], metric: str) -> pd.DataFrame:
@@ -131,14 +131,6 @@ def per_byte_mean(metric_frames: Mapping[str, pd.DataFrame], metric: str) -> pd.
     counts = next(iter(metric_frames.values())).groupby("target").size().rename("count")
     means = pd.DataFrame({name: frame.groupby("target")[metric].mean() for name, frame in metric_frames.items()})
     return means.join(counts).sort_values("count", ascending=False, kind="stable")
-
-
-def relative_frequencies(counts: Mapping[str, np.ndarray], reference: str, reference_counts: np.ndarray) -> pd.DataFrame:
-    """Relative frequency of each byte per source, the reference first; `count` holds the reference counts."""
-    frame = pd.DataFrame({name: c / max(c.sum(), 1) for name, c in counts.items()})
-    frame.insert(0, reference, reference_counts / reference_counts.sum())
-    frame["count"] = reference_counts
-    return frame
 
 
 # ----------------------------------------------------------------------------------------------

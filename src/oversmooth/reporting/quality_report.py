@@ -10,7 +10,7 @@ import pandas as pd
 from oversmooth.core.io import atomic_path
 from oversmooth.core.labels import METHOD_LABELS
 from oversmooth.data.bytenames import byte_histogram
-from oversmooth.reporting.metrics_report import relative_frequencies
+from oversmooth.reporting.frequencies import relative_frequencies
 
 
 def quality_table(summaries: Mapping[str, pd.DataFrame], models: Sequence[str], methods: Sequence[str]) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pyarrow as pa
+import pyarrow.parquet as pq
 import yaml
 
 from oversmooth.core.catalog import (
@@ -20,6 +23,7 @@ from oversmooth.core.catalog import (
     trained_models,
     training_settings,
 )
+from oversmooth.core.layout import data_path
 from oversmooth.core.markdown import WIDTH, list_item
 
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "config" / "schema" / "config.schema.yaml"
@@ -301,10 +305,16 @@ def _model_folders(config: Mapping) -> list[tuple[str, str, bool]]:
                       if config[section][name] != PACKAGED_MODEL]
 
 
-def _files_source_problem(source: Mapping, label: str) -> str | None:
-    """Why a `files` source cannot give a corpus (None if it can, as far as its files' presence, permissions and
-    sizes tell): no file matches, a file cannot be read, or every file is empty."""
-    from oversmooth.data.corpus import DataSourceError, source_files  # local import: data imports nothing here
+def _files_source_problem(source: Mapping, label: str, policy: str) -> str | None:
+    """Why a `files` source cannot give a corpus (None if it can, as far as its files' presence, permissions, sizes
+    and starts tell): no file matches, a file cannot be read, every file is empty, or a file is not text of its
+    format (`file_start_problem`: a binary file, a Parquet or JSON-lines file without the text column; policy:
+    `data.invalid_utf8`)."""
+    from oversmooth.data.corpus import (  # local import: data imports nothing here
+        DataSourceError,
+        file_start_problem,
+        source_files,
+    )
 
     try:
         files = source_files(source, label)
@@ -312,10 +322,18 @@ def _files_source_problem(source: Mapping, label: str) -> str | None:
         return str(err)
     unreadable = [path for path in files if not os.access(path, os.R_OK)]
     if unreadable:
-        return f"source {label!r}: cannot read {', '.join(unreadable[:3])}{' ...' if len(unreadable) > 3 else ''}"
+        return f"source {label!r}: cannot read {_some(unreadable)}"
     if all(os.path.getsize(path) == 0 for path in files):
-        return f"source {label!r}: all {len(files)} file(s) are empty ({', '.join(files[:3])}{' ...' if len(files) > 3 else ''})"
+        return f"source {label!r}: all {len(files)} file(s) are empty ({_some(files)})"
+    problems = [problem for path in files if (problem := file_start_problem(path, label, source["text_column"], policy))]
+    if problems:
+        return f"{len(problems)} of {len(files)} file(s) are not text of their format: {_some(problems, '; ')}"
     return None
+
+
+def _some(items: list[str], separator: str = ", ") -> str:
+    """The first three of `items`, and an ellipsis for more."""
+    return separator.join(items[:3]) + (" ..." if len(items) > 3 else "")
 
 
 def _corpus_problems(config: Mapping) -> tuple[list[str], list[str]]:
@@ -330,7 +348,7 @@ def _corpus_problems(config: Mapping) -> tuple[list[str], list[str]]:
         for i, source in enumerate(sources):
             where = f"{key}[{i}]"
             if source["kind"] == "files":
-                problem = _files_source_problem(source, source_label(source, i))
+                problem = _files_source_problem(source, source_label(source, i), config["data"]["invalid_utf8"])
                 problems += [f"  {where}.paths: {problem}"] if problem else []
             elif source["kind"] == "hf" and _looks_local(source["path"]):
                 if not os.path.exists(os.path.expanduser(source["path"])):
@@ -345,17 +363,48 @@ def _corpus_problems(config: Mapping) -> tuple[list[str], list[str]]:
     return problems, notices
 
 
+def _prompt_problem(config: Mapping) -> str | None:
+    """Why the corpus already built for the config's data in the run's folder cannot supply the prompts it asks for
+    (None if it may, or if no corpus is built with the config's sources and settings: the data job decides then): its
+    evaluation documents hold fewer non-overlapping prompts than `eval.n_prompts` (`prompt_capacity`, an upper
+    bound). Else rule select_prompts fails at run time, and Snakemake has deleted the prompts before it runs."""
+    from oversmooth.data.corpus import built_with  # local import: data imports nothing here
+    from oversmooth.data.prompts import PromptSpec, prompt_capacity
+
+    manifest, documents = Path(data_path("manifest.json")), Path(data_path("documents.parquet"))
+    try:
+        recorded = json.loads(manifest.read_text())
+        if not built_with(recorded, config["data"]["sources"], config["seed"], config["data"]):
+            return None
+        sizes = pq.read_table(documents, columns=["n_bytes"], filters=[("split", "=", "eval")]).column(0).to_pylist()
+    except (OSError, ValueError, pa.ArrowException):  # none built, or unreadable: the jobs that read it will say
+        return None
+    evaluation, sampling = config["eval"], config["sampling"]
+    spec = PromptSpec(evaluation["n_prompts"], evaluation["window"], evaluation["context_bytes"],
+                      sampling["prompt_bytes"], sampling["continuation_bytes"])
+    capacity = prompt_capacity(sizes, spec.span)
+    if capacity >= spec.n_prompts:
+        return None
+    key = "eval.window" if spec.window == spec.span else "sampling.continuation_bytes"
+    return (f"  {key}: prompts of {spec.span} bytes (the longer of eval.window and sampling.prompt_bytes + "
+            f"sampling.continuation_bytes): the evaluation pool of the corpus built for this config ({documents}: "
+            f"{len(sizes)} documents, the longest {max(sizes, default=0)} bytes) holds at most {capacity} of them, and "
+            f"eval.n_prompts asks for {spec.n_prompts}; lower {key} or eval.n_prompts, or raise data.eval_fraction")
+
+
 def check_paths(config: Mapping) -> list[str]:
     """Every local file or folder the config names must be usable before the DAG is built: a model folder must hold
-    a model, a `files` source readable files that are not all empty. Raise ConfigError naming each setting at
-    fault (else the error comes at job time, after other jobs ran, and a failed data job takes the corpus it was
-    to replace with it). Return notices of what only a job can check (Hub datasets)."""
+    a model, a `files` source readable files of text that are not all empty, and a corpus already built for the
+    config, the prompts it asks for. Raise ConfigError naming each setting at fault (else the error comes at job
+    time, after other jobs ran, and a failed data job takes the corpus or prompts it was to replace with it). Return
+    notices of what only a job can check (Hub datasets)."""
     problems = [f"  {key}: {problem}" for key, path, tokenizes in _model_folders(config)
                 if (problem := model_folder_problem(path, tokenizes))]
     corpus_problems, notices = _corpus_problems(config)
-    problems += corpus_problems
+    problems += corpus_problems + [problem for problem in [_prompt_problem(config)] if problem]
     if problems:
-        raise ConfigError("the config names local files or folders that cannot be used:\n" + "\n".join(problems))
+        raise ConfigError("the config names local files or folders that cannot be used, or asks more of them than "
+                          "they hold:\n" + "\n".join(problems))
     return notices
 
 
