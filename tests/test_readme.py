@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from workflow_helpers import repository_copy
 
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = ["README.md", *(f"docs/{p.name}" for p in sorted((REPO / "docs").glob("*.md"))), "profiles/slurm/README.md"]
@@ -51,18 +51,27 @@ def test_the_docs_show_the_commands_users_run():
     assert any(c.startswith("snakemake all") and "--config 'metrics=" in c for c in commands)
 
 
+def shell_in_a_copy(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A fresh copy of the repository, and a shell environment with the venv's commands first on PATH."""
+    copy, env = repository_copy(tmp_path)
+    return copy, {**env, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+
+
+def run_dry(runnable: str, copy: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """A command's dry-run form (`dry_run_form`), in a shell in the copy."""
+    return subprocess.run(["bash", "-c", runnable], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+
+
 @pytest.mark.workflow
 @pytest.mark.parametrize("document", DOCUMENTS)
 def test_every_documented_command_works_as_written(document, tmp_path):
-    copy = tmp_path / "repo"
-    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "__pycache__"))
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    copy, env = shell_in_a_copy(tmp_path)
     checked = 0
     for command in shown_commands((REPO / document).read_text()):
         runnable = dry_run_form(command)
         if runnable is None:
             continue
-        result = subprocess.run(["bash", "-c", runnable], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+        result = run_dry(runnable, copy, env)
         assert result.returncode == 0, f"{document}: `{command}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
         checked += 1
     assert checked or document not in ("README.md", "docs/cluster.md")
@@ -98,14 +107,10 @@ def test_every_command_shown_inline_works_as_written(tmp_path):
     """The commands of the config files' headers (config/thesis.yaml's read its target `all` as a config file;
     config/pilot.yaml's named no --directory, and wrote into the demo's `results/`), the Snakefile's, the profiles'
     and the docs' prose, each once, as a dry run in a fresh copy of the repository."""
-    copy = tmp_path / "repo"
-    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", "runs", ".snakemake",
-                                                              "__pycache__"))
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    copy, env = shell_in_a_copy(tmp_path)
     commands = sorted({c for path in SHOWN_INLINE for c in inline_commands((REPO / path).read_text())})
     for command in commands:
-        result = subprocess.run(["bash", "-c", dry_run_form(command)], cwd=copy, env=env, capture_output=True,
-                                text=True, timeout=300)
+        result = run_dry(dry_run_form(command), copy, env)
         assert result.returncode == 0, f"`{command}` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
         assert not (copy / "results").exists(), f"`{command}` wrote into the demo's results/"
 
