@@ -17,11 +17,10 @@ from pathlib import Path
 
 import torch
 
-from shared import config_sections
-from train_mfu import print_profile
+from shared import config_sections, sotu_passage
+from train_mfu import print_profile, synchronize
 
 from oversmooth.analysis.decoding import Decoding
-from oversmooth.data.corpus import package_corpus_dir
 from oversmooth.generation.sampling import GPTStepper, generate, uniforms_for
 from oversmooth.models.bytelm import GPTByteLM
 from oversmooth.models.model import GPT, GPTConfig
@@ -32,12 +31,11 @@ CONTEXT = 64
 
 
 def timed(fn, device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    """Seconds `fn` takes, its device work included."""
+    synchronize(device)
     started = time.perf_counter()
     fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
     return time.perf_counter() - started
 
 
@@ -64,16 +62,10 @@ def sampling_rate(shape: dict, device: torch.device, prompts: int, prefix: int, 
             "second_pass_bytes_per_s": round(prompts * n_bytes / second, 1)}
 
 
-def corpus_texts(n: int, length: int) -> list[bytes]:
-    """`n` passages of `length` bytes from the middle of the demo corpus's addresses."""
-    files = sorted(package_corpus_dir("sotu").rglob("*.txt"))[-n:]
-    return [f.read_bytes()[5000 : 5000 + length] for f in files]
-
-
 def marginal_rate(folder: str, device: torch.device, texts: int, positions: int) -> dict:
     """Positions/s of SmolLM2's next-byte marginal over `texts` texts read together."""
     lm = load_token_byte_lm("benchmark", folder, device=device)
-    batch = corpus_texts(texts, CONTEXT + positions)
+    batch = [sotu_passage(i, CONTEXT + positions) for i in range(-texts, 0)]
     firsts = [CONTEXT - 1] * texts
     lm.marginal_logprobs([t[: CONTEXT + 1] for t in batch], firsts)  # warm-up
     seconds = timed(lambda: lm.marginal_logprobs(batch, firsts), device)

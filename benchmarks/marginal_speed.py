@@ -12,15 +12,10 @@ import time
 
 import numpy as np
 import torch
+from shared import sotu_passage
 
 from oversmooth.analysis import reference
-from oversmooth.data.corpus import package_corpus_dir
 from oversmooth.models.tokenmarginal import MarginalSettings, load_token_byte_lm
-
-
-def sotu_text(n_bytes: int) -> bytes:
-    """`n_bytes` of a State of the Union address (the demo's corpus), from the middle of a paragraph."""
-    return sorted(package_corpus_dir("sotu").rglob("*.txt"))[-3].read_bytes()[5000 : 5000 + n_bytes]
 
 
 def main() -> None:
@@ -35,7 +30,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     settings = MarginalSettings(beam=args.beam, prune_ratio=args.prune_ratio)
     lm = load_token_byte_lm("benchmark", args.model, settings)
-    text = sotu_text(args.context + args.positions)
+    text = sotu_passage(-3, args.context + args.positions)
     first = args.context - 1
     lm.marginal_logprobs([text[: first + 2]], [first])  # warm-up: the first call pays for one-off set-up
     started = time.perf_counter()

