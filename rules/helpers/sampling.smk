@@ -3,11 +3,15 @@
 
 
 def sampling_decoding_for(model):
-    """The decoding settings a model is sampled with: `decoding_for`, or for the token track (which measures every
-    method) `tokens.sampling.methods`."""
+    """The decoding settings a model is sampled with: `decoding_for` and `decoding.bat_methods` (where its head is
+    one softmax of a matrix: not a mixture, an SVD-imposed head or a loaded ground truth), or for the token track
+    (which measures every method) `tokens.sampling.methods`."""
     if is_token_model(model):
         return decoding_settings(config["decoding"], token_methods(config))
-    return decoding_for(model)
+    settings = decoding_for(model)
+    if model.startswith(("mos-", "svd-r")) or loaded_ground_truth(model) is not None:
+        return settings
+    return decoding_settings(config["decoding"], [*settings["methods"], *config["decoding"]["bat_methods"]])
 
 
 def sample_inputs(wildcards):

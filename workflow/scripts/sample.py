@@ -1,12 +1,13 @@
 """Snakemake adapter: continuations of the sampling prompts by one model with every decoding method (rule sample):
 a byte-level model from its checkpoint, or a token-track model (a rank-k head or tok-full) on its frozen source."""
 
+from oversmooth.analysis.bat.sampler import bat_decodings
 from oversmooth.analysis.decoding import decodings_from_config
 from oversmooth.analysis.tokenheads import load_head
 from oversmooth.core.catalog import is_token_model
 from oversmooth.core.io import read_parquet
 from oversmooth.core.job import workflow_job
-from oversmooth.generation.sampling import sample_model, sample_token_model
+from oversmooth.generation.sampling import byte_head_matrix, sample_model, sample_token_model, token_head_matrix
 from oversmooth.workflow.rules import rule_byte_lm
 from oversmooth.workflow.tokensource import rule_token_source
 
@@ -18,13 +19,16 @@ with workflow_job(smk.log[0]):
     if is_token_model(smk.wildcards.model):
         model, tokenizer = rule_token_source(smk)
         head = load_head(smk.input.head)[0] if "head" in smk.input.keys() else model.get_output_embeddings()
+        decodings = bat_decodings(decodings, lambda: token_head_matrix(head), model=smk.wildcards.model)
         sample_token_model(
             model, tokenizer, head.to(next(model.parameters()).device), smk.wildcards.model, prompts, decodings,
             smk.output[0], continuation_tokens=settings["continuation_tokens"], batch_size=settings["batch_size"],
             seed=smk.params.seed,
         )
     else:
+        lm = rule_byte_lm(smk)
+        decodings = bat_decodings(decodings, lambda: byte_head_matrix(lm), model=lm.name)
         sample_model(
-            rule_byte_lm(smk), prompts, decodings, smk.output[0], continuation_bytes=settings["continuation_bytes"],
+            lm, prompts, decodings, smk.output[0], continuation_bytes=settings["continuation_bytes"],
             batch_size=settings["batch_size"], seed=smk.params.seed, n_prompts=settings["n_prompts"],
         )

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-METHODS = ("pure", "greedy", "top_k", "top_p", "temperature", "epsilon", "eta", "typical", "min_p")
-# Each method's parameter, by its key in the config's `decoding` section (pure and greedy have none).
+METHODS = ("pure", "greedy", "top_k", "top_p", "temperature", "epsilon", "eta", "typical", "min_p", "ba_epsilon",
+           "ba_eta")
+# Each method's parameter, by its key in the config's `decoding` section (pure and greedy have none); BAT sampling's
+# two forms take epsilon's and eta's.
 PARAMETER = {"top_k": "top_k", "top_p": "top_p", "temperature": "temperature", "epsilon": "epsilon", "eta": "eta",
-             "typical": "typical_p", "min_p": "min_p"}
+             "typical": "typical_p", "min_p": "min_p", "ba_epsilon": "epsilon", "ba_eta": "eta"}
 
 
 @dataclass(frozen=True)
@@ -161,11 +163,16 @@ TRANSFORMS = {
     "eta": lambda logprobs, d: eta_sampling(logprobs, d.eta),
     "typical": lambda logprobs, d: typical(logprobs, d.typical_p),
     "min_p": lambda logprobs, d: min_p_sampling(logprobs, d.min_p),
-}
+}  # BAT sampling (ba_epsilon, ba_eta) needs the model's head: oversmooth.analysis.bat.sampler.BATDecoding
 
 
 def apply_decoding(logprobs: np.ndarray, decoding: Decoding) -> np.ndarray:
+    if decoding.method not in TRANSFORMS:
+        raise ValueError(f"{decoding.method} decides tokens with the model's head matrix, which a transform of "
+                         "log-probabilities does not have: bind it to the head (oversmooth.analysis.bat.sampler."
+                         "bat_decodings)")
     return TRANSFORMS[decoding.method](logprobs, decoding)
+
 
 
 def nucleus_mask(probs: np.ndarray, tau: float) -> np.ndarray:

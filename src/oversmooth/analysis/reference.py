@@ -69,7 +69,7 @@ def entropy_diff(p_bn: Sequence[float], p_gt: Sequence[float]) -> float:
 
 def bat_reject_set(
     p, W, threshold: float = 0.2, zero_tol: float = 1e-9, skip_above_threshold: bool = True, feasibility_tol: float = 1e-9,
-    tokens=None, method: str = "highs",
+    tokens=None, method: str = "highs", presolve: bool = True,
 ):
     """BAT-rejected bytes by the definition, one `scipy.optimize.linprog` (HiGHS) per byte, rebuilt each
     time, as the thesis code did: minimise q_i s.t. sum(q) = 1, W^T q = W^T p, 0 <= q <= p / (1 - threshold);
@@ -80,7 +80,8 @@ def bat_reject_set(
     for p_i below about 1e-7). `tokens`: decide only these indices (a subsample of a large vocabulary; the
     others come back not rejected). `method`: linprog's; "highs-ipm" (HiGHS's interior-point method, then its
     crossover to a vertex) takes minutes per token over a dense head of 49,152 x 577 where its simplex took over 28
-    minutes on a rejected one. Returns (rejected: bool array, failures: indices whose LP did not solve;
+    minutes on a rejected one. `presolve`: HiGHS's presolve, which declared LPs infeasible (p itself is feasible)
+    under a sampler's thresholds, bounds of ~1e-4 relative to p beside rows of scale 1. Returns (rejected: bool array, failures: indices whose LP did not solve;
     never counted as accept or reject).
     """
     from scipy.optimize import linprog
@@ -96,7 +97,8 @@ def bat_reject_set(
         cost[i] = 1.0
         res = linprog(
             cost, A_eq=A, b_eq=A @ p, bounds=bounds, method=method,
-            options={"primal_feasibility_tolerance": feasibility_tol, "dual_feasibility_tolerance": feasibility_tol},
+            options={"primal_feasibility_tolerance": feasibility_tol, "dual_feasibility_tolerance": feasibility_tol,
+                     "presolve": presolve},
         )
         if res.status != 0:
             failures.append(i)

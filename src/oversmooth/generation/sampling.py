@@ -58,7 +58,13 @@ def sample_seed(seed: int, model: str, method: str, prompt_id: int) -> int:
 
 
 def draw(logprobs: torch.Tensor, decoding: Decoding, uniforms: torch.Tensor) -> torch.Tensor:
-    """One byte (token) per row from the decoded distribution, by inverting its CDF at `uniforms` (B,) in [0, 1)."""
+    """One byte (token) per row from the decoded distribution, by inverting its CDF at `uniforms` (B,) in [0, 1); a
+    method that draws by itself (BAT sampling, `oversmooth.analysis.bat.sampler.BATDecoding`, bound to the head by
+    the sampling job: this module does not import the solver, which the teacher's corpus never runs) decides the
+    tokens it draws alone."""
+    if hasattr(decoding, "draw"):
+        rows = logprobs.double().cpu().numpy()
+        return torch.from_numpy(decoding.draw(rows, uniforms.double().numpy())).to(logprobs.device)
     decoded = decoding(logprobs.double().cpu().numpy())  # NumPy, on the host: the rows come back where they were
     probs = torch.from_numpy(decoded).to(logprobs.device).exp()
     cdf = probs.cumsum(-1)
@@ -286,6 +292,22 @@ def sample_token_model(
     )
 
 
+def byte_head_matrix(lm: ByteLM) -> np.ndarray | None:
+    """W (256 x k, float64) of a GPT byte model whose head is one softmax of a matrix (BAT sampling's); None for the
+    others (a Mixture of Softmaxes, a `transformers` model, the token marginal)."""
+    if isinstance(lm, GPTByteLM) and lm.model.config.mos_components == 1:
+        return lm.model.output_matrix().detach().double().cpu().numpy()
+    return None
+
+
+def token_head_matrix(head: torch.nn.Module) -> np.ndarray:
+    """W (V x k, float64) of a token-track head: a rank-k head's up-projection, or the model's own output layer."""
+    from oversmooth.analysis.tokenheads import head_matrix
+    from oversmooth.models.lowrank import LowRankHead
+
+    return head_matrix(head) if isinstance(head, LowRankHead) else head.weight.detach().double().cpu().numpy()
+
+
 def write_samples(
     stepper: Stepper,
     name: str,
@@ -307,6 +329,8 @@ def write_samples(
     rows = []
     for decoding in decodings:
         started = time.perf_counter()
+        if hasattr(decoding, "sampler"):  # BAT sampling: its counts are this method's
+            decoding.sampler.restart()
         for first in range(0, len(ids), batch_size):
             batch_ids = ids[first : first + batch_size]
             seeds = [sample_seed(seed, name, decoding.method, i) for i in batch_ids]
@@ -321,6 +345,8 @@ def write_samples(
             log.info("%s %s: %d/%d continuations, %.1f s", name, decoding.method, min(first + batch_size, len(ids)),
                      len(ids), time.perf_counter() - started)
         seconds = time.perf_counter() - started
+        if hasattr(decoding, "sampler"):
+            log.info("%s %s: %s", name, decoding.method, decoding.sampler.restart().line(seconds))
         log.info("%s %s: %d continuations of %d symbols, %.1f s (%.0f symbols/s)", name, decoding.method, len(ids),
                  n_new, seconds, len(ids) * n_new / seconds)
     table = pa.Table.from_pylist(rows, schema=SAMPLES_SCHEMA)

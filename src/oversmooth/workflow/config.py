@@ -169,16 +169,21 @@ def _check_seeds(config: Mapping) -> None:
 
 
 def _check_token_settings(config: Mapping) -> None:
-    """The token track samples (and computes tok-full's TBAT) with methods of `decoding.methods` only (their
-    settings live there), and analyses the unargmaxable tokens and TBAT of heads it builds."""
+    """The token track samples with methods of `decoding.methods` or `decoding.bat_methods` (their settings live
+    there) and computes tok-full's TBAT with those of `decoding.methods`, and analyses the unargmaxable tokens and
+    TBAT of heads it builds."""
     tokens = config.get("tokens", {})
     wanted = tokens.get("sampling", {}).get("methods") or []
     decoding = config.get("decoding", {}).get("methods", [])
+    sampled = [*decoding, *config.get("decoding", {}).get("bat_methods", [])]
     problems = []
-    for key, methods in (("sampling.methods", wanted), ("full_tbat_methods", tokens.get("full_tbat_methods") or [])):
-        unknown = [m for m in methods if m not in decoding]
+    for key, methods, known, where in (
+        ("sampling.methods", wanted, sampled, "decoding.methods or decoding.bat_methods"),
+        ("full_tbat_methods", tokens.get("full_tbat_methods") or [], decoding, "decoding.methods"),
+    ):
+        unknown = [m for m in methods if m not in known]
         if unknown:
-            problems.append(f"  tokens.{key}: {unknown} are not in decoding.methods {decoding}")
+            problems.append(f"  tokens.{key}: {unknown} are not in {where} {known}")
     for key in ("unargmaxable_ranks", "tbat_ranks"):
         unbuilt = [k for k in tokens.get(key, []) if k != "full" and k not in tokens.get("ranks", [])]  # full: tok-full
         if unbuilt:

@@ -50,9 +50,10 @@ def build_lp(Q: np.ndarray, columns: np.ndarray, feasibility_tol: float, convexi
     return h
 
 
-def free_tokens(P: Polytope, undecided: np.ndarray) -> np.ndarray:
-    """A large vocabulary's free tokens: the undecided and the most probable (sorted)."""
-    free, n_free = undecided.copy(), min(P.V - 1, max(settings.FREE_COLUMNS, settings.FREE_PER_ROW * P.Q.shape[0]))
+def free_tokens(P: Polytope, undecided: np.ndarray, at_least: int = 0) -> np.ndarray:
+    """A large vocabulary's free tokens: the undecided and the most probable, at least `at_least` of them (sorted)."""
+    free = undecided.copy()
+    n_free = min(P.V - 1, max(settings.FREE_COLUMNS, settings.FREE_PER_ROW * P.Q.shape[0], at_least))
     free[np.argpartition(-P.p, n_free)[:n_free]] = True
     return np.flatnonzero(free)
 

@@ -30,6 +30,9 @@ class TBATSettings:
 FULL_LP_COLUMNS = 2048  # up to this vocabulary one LP over every token per model; above it, column generation
 FREE_COLUMNS = 512  # a large vocabulary's LP frees its undecided tokens and at least this many most probable ones,
 FREE_PER_ROW = 2  # and at least this many per row of A: with no more than rows, the free tokens alone cannot move q
+ASKED_FREE_COLUMNS = 4096  # where a sampler asks about a few tokens, at least this many most probable: with 512, a
+# k = 64 head's high-entropy position (0.99 of the mass below epsilon = 0.005) took 684 pricing rounds (13.7 s) for
+# one token, and 1,000 did not settle another
 MAX_PRICING_ROUNDS = 1000  # tail vertices added for one token before the position is marked failed
 DENSE_PRICING_ROUNDS = 40  # the same where A has more than DESCENT_ROWS rows (3-7 s an LP at k = 576: ~4 minutes)
 

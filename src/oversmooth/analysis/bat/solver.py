@@ -5,6 +5,8 @@ descent and the polish; then HiGHS's LPs for whatever is left."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import highspy
 import numpy as np
 
@@ -38,22 +40,31 @@ class BATSolver:
         more than DESCENT_ROWS rows and no LP holds every token), before any LP."""
         return self.highs is None and len(self.Q) > settings.DESCENT_ROWS
 
-    def polytope(self, p: np.ndarray) -> Polytope:
-        """P for output p (float64)."""
-        return Polytope(self.Q, p, self.settings)
+    def polytope(self, p: np.ndarray, settings: TBATSettings | None = None) -> Polytope:
+        """P for output p (float64), under the solver's settings or `settings`."""
+        return Polytope(self.Q, p, self.settings if settings is None else settings)
 
-    def reject_set(self, p: np.ndarray) -> BATResult:
-        """The BAT-rejected tokens of output p (a probability vector over V tokens)."""
+    def reject_set(self, p: np.ndarray, asked: np.ndarray | None = None,
+                   threshold: float | None = None) -> BATResult:
+        """The BAT-rejected tokens of output p (a probability vector over V tokens), at the settings' threshold or
+        `threshold` (a sampler's, which may change from position to position: the row basis does not depend on it).
+        With `asked` (token ids), of those tokens alone, as a sampler asks about the tokens it draws: each ends
+        rejected (a checked witness, or u_i <= zero_tol) or not (a certificate, or p_i above the threshold), or the
+        result failed; the tokens not asked are not rejected."""
         p = np.asarray(p, dtype=np.float64)
-        s = self.settings
+        s = self.settings if threshold is None else replace(self.settings, threshold=threshold)
         # At full rank q = p is the only point, so the answer is exact: the tokens with p_i = 0, and TBAT is 0. Below
         # it the LPs' answers hold to zero_tol, so a token with u_i <= zero_tol counts as rejected (mass <= 1e-9).
         if self.full_rank:
             return BATResult(p == 0, stats={"full_rank": True})
-        P = self.polytope(p)
+        P = self.polytope(p, s)
         # Every q in P has q_i <= u_i: where u_i <= zero_tol, q = p itself is a witness (mass 0 to TBAT's precision)
         zero = P.u <= s.zero_tol
+        if asked is not None:
+            zero &= asked_mask(self.V, asked)
         undecided = (p <= s.threshold + 1e-12) & ~zero
+        if asked is not None:
+            undecided &= asked_mask(self.V, asked)
         rejected = zero.copy()
         result = BATResult(rejected)
         if undecided.any():
@@ -66,7 +77,7 @@ class BATSolver:
                                                for i in sorted(directions, key=lambda i: -p[i]) if undecided[i])
         if not undecided.any():
             return result
-        position_lp = self.position_lp(P, undecided)
+        position_lp = self.position_lp(P, undecided, asked is not None)
         lp.solve_position(position_lp, result, undecided, rejected)
         result.stats["tail_vertices"] = len(position_lp.vertices)
         return result
@@ -84,9 +95,17 @@ class BATSolver:
         whitened = screen.screen(P, moves, repairs, undecided, rejected)
         return repair.repair_left(P, whitened, repairs, undecided, rejected), whitened.get(1.0)
 
-    def position_lp(self, P: Polytope, undecided: np.ndarray) -> lp.PositionLP:
-        """The model's LP over every token, or over a large vocabulary one over the undecided and most probable."""
+    def position_lp(self, P: Polytope, undecided: np.ndarray, few: bool = False) -> lp.PositionLP:
+        """The model's LP over every token, or over a large vocabulary one over the undecided and most probable
+        (`few`: a sampler's few asked tokens, with ASKED_FREE_COLUMNS most probable)."""
         if self.highs is not None:
             return lp.PositionLP(self.highs, P, np.arange(self.V))
-        free = lp.free_tokens(P, undecided)
+        free = lp.free_tokens(P, undecided, settings.ASKED_FREE_COLUMNS if few else 0)
         return lp.PositionLP(lp.build_lp(self.Q, free, self.settings.feasibility_tol, convexity=True), P, free)
+
+
+def asked_mask(V: int, asked: np.ndarray) -> np.ndarray:
+    """The asked tokens (ids) as a boolean mask over the V tokens."""
+    mask = np.zeros(V, dtype=bool)
+    mask[np.asarray(asked, dtype=np.int64)] = True
+    return mask
