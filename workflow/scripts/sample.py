@@ -6,7 +6,8 @@ from oversmooth.analysis.tokenheads import load_head
 from oversmooth.core.catalog import is_token_model
 from oversmooth.core.io import read_parquet
 from oversmooth.core.job import workflow_job
-from oversmooth.generation.sampling import sample_model, sample_token_model
+from oversmooth.generation.sampling import sample_token_model, write_samples
+from oversmooth.generation.teacher import stepper_of
 from oversmooth.workflow.rules import rule_byte_lm
 from oversmooth.workflow.tokensource import rule_token_source
 
@@ -23,8 +24,11 @@ with workflow_job(smk.log[0]):
             smk.output[0], continuation_tokens=settings["continuation_tokens"], batch_size=settings["batch_size"],
             seed=smk.params.seed,
         )
-    else:
-        sample_model(
-            rule_byte_lm(smk), prompts, decodings, smk.output[0], continuation_bytes=settings["continuation_bytes"],
-            batch_size=settings["batch_size"], seed=smk.params.seed, n_prompts=settings["n_prompts"],
+    else:  # sampling.sample_model, with a truth written under a decoding sampled from the decoded truth
+        lm, n = rule_byte_lm(smk), settings["n_prompts"]
+        write_samples(
+            stepper_of(lm), lm.name, prompts.column("prompt_id").to_pylist()[:n],
+            [list(p) for p in prompts.column("sample_prefix").to_pylist()[:n]], decodings, smk.output[0],
+            n_new=settings["continuation_bytes"], batch_size=settings["batch_size"], seed=smk.params.seed,
+            to_bytes=bytes,
         )
