@@ -135,7 +135,8 @@ def test_under_a_truth_with_zeros_quality_is_tested_on_the_share_of_samples_it_n
                              for (k, z), b in zip(shares.items(), truth_bits)])
 
     # bn-8 keeps the fewest samples inside the truth's support among k <= 8; bn-16 the most among the wide ones
-    judge, truth = quality_findings(quality({4: 0.9, 8: 0.8, 16: 0.3, 256: 0.2}, [6.0, 5.0, 4.0, 3.0]), 0.95, narrow_k=8)
+    table = quality({4: 0.9, 8: 0.8, 16: 0.3, 256: 0.2}, [6.0, 5.0, 4.0, 3.0])
+    judge, truth = quality_findings(table, 0.95, narrow_k=8)
     assert judge["ground_truth"] == "the judge" and truth["ground_truth"] == "the truth"
     assert truth["test"].startswith("truth-zero share(bn-8) - truth-zero share(bn-16) > 0")
     assert truth["estimate"] == pytest.approx(0.5) and truth["verdict"] == HOLDS

@@ -17,6 +17,7 @@ from oversmooth.extraction.logit_tables import iter_logits
 from oversmooth.extraction.logits import extract_logits
 from oversmooth.generation.decoded import DecodedByteLM, DecodedStepper, decoded_truth, truth_decoding
 from oversmooth.generation.sampling import GPTStepper, UncachedStepper, draw, uniforms_for
+from oversmooth.generation.steppers import stepper_of
 from oversmooth.generation.teacher import (
     PURE,
     TEACHER_DOCUMENTS_SCHEMA,
@@ -25,7 +26,6 @@ from oversmooth.generation.teacher import (
     document_seed,
     iter_documents,
     sample_batch,
-    stepper_of,
     write_teacher_documents,
 )
 from oversmooth.generation.truth import TruthError, continuation_bits
@@ -179,7 +179,8 @@ def test_a_hand_computed_document_of_a_truncated_truth():
     assert text.tolist() == [[10, 1, 2, 1]]  # 0.05 is below 1/3: byte 1, where the teacher itself drew byte 0
     assert logprob.item() == pytest.approx(math.log(1 / 3 * 2 / 3 * 1 / 3), abs=1e-6)  # float32 conditionals
     # three rows drawn from, each with one byte (0) removed, of mass 0.1
-    assert stepper.truncation() == pytest.approx({"rows": 3, "share_with_zero": 1.0, "zero_bytes": 1.0, "cut_mass": 0.1})
+    assert stepper.truncation() == pytest.approx({"rows": 3, "share_with_zero": 1.0, "zero_bytes": 1.0,
+                                                  "cut_mass": 0.1})
     assert sample_batch(ThreeByteStepper(), 10, torch.tensor([[0.05]], dtype=torch.float64))[0].tolist() == [[10, 0]]
 
 

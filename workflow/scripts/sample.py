@@ -7,7 +7,7 @@ from oversmooth.core.catalog import is_token_model
 from oversmooth.core.io import read_parquet
 from oversmooth.core.job import workflow_job
 from oversmooth.generation.sampling import sample_token_model, write_samples
-from oversmooth.generation.teacher import stepper_of
+from oversmooth.generation.steppers import stepper_of
 from oversmooth.workflow.rules import rule_byte_lm
 from oversmooth.workflow.tokensource import rule_token_source
 

@@ -1,7 +1,8 @@
 """Snakemake adapter: a teacher ground truth's documents, the text of a `teacher` source (rule teacher_corpus)."""
 
 from oversmooth.core.logs import log_to_file
-from oversmooth.generation.teacher import TeacherSpec, stepper_of, write_teacher_documents
+from oversmooth.generation.steppers import stepper_of
+from oversmooth.generation.teacher import TeacherSpec, write_teacher_documents
 from oversmooth.workflow.rules import rule_byte_lm
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)

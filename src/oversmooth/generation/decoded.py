@@ -21,8 +21,7 @@ import torch
 
 from oversmooth.analysis.decoding import PARAMETER, Decoding
 
-if TYPE_CHECKING:
-    from oversmooth.generation.sampling import Stepper
+if TYPE_CHECKING:  # (the Stepper protocol is `generation.sampling`'s, which the jobs reading the truth do not reach)
     from oversmooth.models.bytelm import ByteLM, ByteLMOutput
 
 
@@ -79,7 +78,7 @@ class DecodedStepper:
     `inner`'s, float64: pure sampling from it draws from the decoded distribution, and a drawn byte's log-probability
     is read from the decoded row. Counts what the decoding removed (`truncation`)."""
 
-    def __init__(self, inner: Stepper, decoding: Decoding):
+    def __init__(self, inner, decoding: Decoding):
         self.inner, self.decoding, self.block_size = inner, decoding, inner.block_size
         self.rows = self.rows_with_zero = 0
         self.cut_mass = self.zero_bytes = 0.0

@@ -4,10 +4,10 @@ Each document starts with a fixed start byte and is continued by pure sampling f
 key/value cache, up to `document_bytes` bytes in all, at most the teacher's block: every byte of a document was
 drawn from the truth's next-byte distribution given the whole document before it. The truth is the teacher's own
 distribution, or, with the source's `decoding` (issue 57: a truth with known support), that decoding applied to it
-(`oversmooth.generation.decoded`: the stepper `stepper_of` gives a decoded truth draws from the decoded rows, exact
-zeros included). Those conditionals are therefore the *exact* distribution of the text, and a model evaluated on a
-window of a document with the document before it as context is compared with the truth, not with another model of
-the data.
+(`oversmooth.generation.decoded`: the stepper `steppers.stepper_of` gives a decoded truth draws from the decoded
+rows, exact zeros included). Those conditionals are therefore the *exact* distribution of the text, and a model
+evaluated on a window of a document with the document before it as context is compared with the truth, not with
+another model of the data.
 
 Every document draws its bytes by inverting the CDF at uniforms from its own generator, seeded by (seed, teacher,
 document): the batch size changes nothing and adding documents changes none of the others. The log-probability
@@ -22,7 +22,6 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -31,11 +30,8 @@ import torch
 from oversmooth.analysis.decoding import PARAMETER, Decoding
 from oversmooth.core.io import write_parquet
 from oversmooth.core.logs import get_logger
-from oversmooth.generation.decoded import DecodedByteLM, DecodedStepper
-from oversmooth.generation.sampling import Stepper, draw, stepper_for, uniforms_for
-
-if TYPE_CHECKING:
-    from oversmooth.models.bytelm import ByteLM
+from oversmooth.generation.decoded import DecodedStepper
+from oversmooth.generation.sampling import Stepper, draw, uniforms_for
 
 log = get_logger("teacher")
 
@@ -76,14 +72,6 @@ def document_seed(seed: int, teacher: str, index: int) -> int:
     """A 63-bit seed that depends only on (seed, teacher, document index)."""
     digest = hashlib.blake2b(f"{seed}/teacher/{teacher}/{index}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
-
-
-def stepper_of(lm: ByteLM) -> Stepper:
-    """The cached stepper of a model of the pipeline (`sampling.stepper_for`); for a decoded truth
-    (`DecodedByteLM`), its teacher's stepper with the truth's decoding applied to every row."""
-    if isinstance(lm, DecodedByteLM):
-        return DecodedStepper(stepper_for(lm.lm), lm.decoding)
-    return stepper_for(lm)
 
 
 def sample_batch(stepper: Stepper, start_byte: int, uniforms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
