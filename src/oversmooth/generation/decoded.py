@@ -48,7 +48,9 @@ def decode_rows(logprobs: torch.Tensor, decoding: Decoding) -> torch.Tensor:
 
 class DecodedByteLM:
     """A ByteLM whose next-byte distributions are `decoding` applied to `lm`'s: the truth of a teacher that writes
-    under that decoding. Hidden representations are `lm`'s (the network's, not the truth's)."""
+    under that decoding. Hidden representations are `lm`'s (the network's, not the truth's). Computed in float32
+    under any autocast (a job's bf16 on CUDA): where a truncation cuts is a threshold on the distribution, and every
+    reading of the truth (its documents, logits, evaluation, scoring) must cut where the others do."""
 
     def __init__(self, lm: ByteLM, decoding: Decoding):
         self.lm, self.decoding = lm, decoding
@@ -66,11 +68,19 @@ class DecodedByteLM:
         return getattr(self.lm, "model", None)
 
     def next_byte_logprobs(self, x: torch.Tensor) -> torch.Tensor:
-        return decode_rows(self.lm.next_byte_logprobs(x), self.decoding).float()
+        with self._float32():
+            return decode_rows(self.lm.next_byte_logprobs(x), self.decoding).float()
 
     def next_byte_outputs(self, x: torch.Tensor, outputs_from: Sequence[int] | None = None) -> ByteLMOutput:
-        out = self.lm.next_byte_outputs(x, outputs_from)
+        with self._float32():
+            out = self.lm.next_byte_outputs(x, outputs_from)
         return out._replace(logprobs=decode_rows(out.logprobs, self.decoding).float())
+
+    def _float32(self) -> torch.autocast:
+        """No autocast on the device the model runs on."""
+        model = self.model
+        device = next(model.parameters()).device if model is not None else torch.device("cpu")
+        return torch.autocast(device.type, enabled=False)
 
 
 class DecodedStepper:

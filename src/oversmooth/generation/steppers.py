@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from oversmooth.generation.decoded import DecodedByteLM, DecodedStepper
-from oversmooth.generation.sampling import Stepper, stepper_for
+from oversmooth.generation.sampling import GPTStepper, Stepper, stepper_for
+from oversmooth.models.bytelm import GPTByteLM
 
 if TYPE_CHECKING:
     from oversmooth.models.bytelm import ByteLM
@@ -16,7 +17,9 @@ if TYPE_CHECKING:
 
 def stepper_of(lm: ByteLM) -> Stepper:
     """`sampling.stepper_for(lm)`; for a decoded truth (`DecodedByteLM`), its teacher's stepper with the truth's
-    decoding applied to every row (`DecodedStepper`)."""
+    decoding applied to every row (`DecodedStepper`), a GPT's without bf16 (the truth is read in float32 everywhere:
+    `DecodedByteLM`)."""
     if isinstance(lm, DecodedByteLM):
-        return DecodedStepper(stepper_for(lm.lm), lm.decoding)
+        inner = GPTStepper(lm.lm, bf16=False) if isinstance(lm.lm, GPTByteLM) else stepper_for(lm.lm)
+        return DecodedStepper(inner, lm.decoding)
     return stepper_for(lm)
