@@ -53,7 +53,8 @@ use rule prepare_corpus as prepare_ground_truth_corpus with:
         benchmark_path("data", "prepare_corpus.{model}")
 
 
-# The documents of a `teacher` source: pure samples of its ground truth, each from the start byte, within its block.
+# The documents of a `teacher` source: pure samples of the truth (its ground truth, under the source's `decoding`),
+# each from the start byte, within its block.
 rule teacher_corpus:
     input:
         unpack(lambda w: checkpoint_input(w.model)),
@@ -65,6 +66,7 @@ rule teacher_corpus:
         **library_code("teacher_corpus"),
         source=lambda w: teacher_source(w.model),
         ground_truth=lambda w: loaded_ground_truth(w.model),
+        truth_decoding=lambda w: truth_decoding_of(w.model),
         seed=config["seed"],
     threads: lambda w: teacher_source(w.model)["threads"]
     priority: PRIORITY_TRAINING

@@ -13,6 +13,7 @@ rule extract_logits:
         settings=config["logits"],
         seed=config["seed"],
         ground_truth=lambda w: loaded_ground_truth(w.model),
+        truth_decoding=lambda w: truth_decoding_of(w.model),
     threads: config["resources"]["inference_threads"]
     priority: lambda w: ground_truth_first(w.model)
     resources:

@@ -15,6 +15,7 @@ rule sample:
         decoding=lambda w: sampling_decoding_for(w.model),
         seed=config["seed"],
         ground_truth=lambda w: loaded_ground_truth(w.model),
+        truth_decoding=lambda w: truth_decoding_of(w.model),
     threads: config["resources"]["inference_threads"]
     resources:
         **job_resources("inference"),
@@ -46,6 +47,7 @@ rule quality:
         seed=config["seed"],
         truth=lambda w: None if is_token_model(w.model) else truth_model(),
         truth_ground_truth=lambda w: None if is_token_model(w.model) else truth_entry(),
+        truth_decoding=lambda w: None if is_token_model(w.model) else truth_decoding(),
     threads: config["resources"]["metrics_threads"]
     resources:
         **job_resources("cpu"),

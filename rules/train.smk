@@ -63,6 +63,7 @@ rule evaluate_model:
         evaluation=config["evaluation"],
         unspellable_bytes=config["eval"]["unspellable_bytes"],
         ground_truth=lambda w: loaded_ground_truth(w.model),
+        truth_decoding=lambda w: truth_decoding_of(w.model),
         seed=config["seed"],
     threads: 1
     resources:

@@ -269,6 +269,45 @@ def test_a_teacher_whose_conditionals_would_not_be_the_truth_is_named(repo, edit
         validate_config(config)
 
 
+@pytest.mark.parametrize(("decoding", "message"), [
+    ({"method": "nucleus"}, r"data.sources\[0\].decoding.method: 'nucleus' is not one of \['pure'"),
+    ({"method": "epsilon", "epsilon": 1.5}, r"data.sources\[0\].decoding.epsilon: 1.5 is greater than or equal to the "
+                                            r"maximum of 1"),
+    ({"method": "top_p", "top_p": 0}, r"data.sources\[0\].decoding.top_p: 0 is less than or equal to the minimum of 0"),
+    ({"epsilon": 0.001}, r"data.sources\[0\].decoding: 'method' is a required property"),
+    ({"method": "epsilon", "epsilon": 0.001, "p": 1}, r"data.sources\[0\].decoding: Additional properties are not "
+                                                       r"allowed \('p' was unexpected\)"),
+    ({"method": "epsilon"}, r"data.sources\[0\].decoding.epsilon: epsilon needs its parameter epsilon"),
+    ({"method": "epsilon", "epsilon": 0.001, "top_p": 0.9},
+     r"data.sources\[0\].decoding.top_p: not a parameter of epsilon \(its parameter: epsilon\)"),
+    ({"method": "pure", "top_k": 3}, r"data.sources\[0\].decoding.top_k: not a parameter of pure \(it has none\)"),
+    ({"method": "greedy"}, r"data.sources\[0\].decoding.method: greedy would make every document one text"),
+])
+def test_a_bad_teacher_decoding_is_named(repo, decoding, message):
+    config = _teacher_config(repo)
+    config["data"]["sources"][0]["decoding"] = decoding
+    with pytest.raises(ConfigError, match=message):
+        validate_config(config)
+
+
+def test_a_truth_with_zeros_is_evaluated_from_document_starts_only(repo):
+    config = _teacher_config(repo)
+    config["data"]["sources"][0]["decoding"] = {"method": "top_p", "top_p": 0.95}
+    config["evaluation"]["from_document_start"] = False
+    with pytest.raises(ConfigError, match=r"evaluation.from_document_start: must be true with data.sources\[0\]"
+                                          r".decoding.method top_p: a window across documents may hold a byte the "
+                                          r"truth gives probability 0"):
+        validate_config(config)
+    config["data"]["sources"][0]["decoding"] = {"method": "temperature", "temperature": 0.9}  # no zeros: any window
+    assert validate_config(config)["data"]["sources"][0]["decoding"] == {"method": "temperature", "temperature": 0.9}
+
+
+def test_a_teacher_writes_its_own_distribution_unless_told_otherwise(repo):
+    config = _teacher_config(repo)
+    del config["data"]["sources"][0]["decoding"]
+    assert validate_config(config)["data"]["sources"][0]["decoding"] == {"method": "pure"}
+
+
 def test_a_teacher_source_needs_its_teacher_and_a_document_count(repo):
     config = _teacher_config(repo)
     del config["data"]["sources"][0]["documents"]

@@ -3,6 +3,7 @@
 import math
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -122,6 +123,29 @@ def test_ground_truths_svd_heads_and_samples():
     (row,) = quality_findings(quality, 0.95, narrow_k=8)  # no truth column: the judge alone
     assert row["test"].startswith("bits/byte(bn-8) - bits/byte(bn-16)") and row["verdict"] == HOLDS
     assert row["estimate"] == pytest.approx(0.4)
+
+
+def test_under_a_truth_with_zeros_quality_is_tested_on_the_share_of_samples_it_never_writes():
+    def quality(shares, truth_bits):
+        return pd.DataFrame([{"model": f"bn-{k}", "n_samples": 16, "bits_per_byte_mean": 5.0 - k / 100,
+                              "bits_per_byte_ci_low": 4.9 - k / 100, "bits_per_byte_ci_high": 5.1 - k / 100,
+                              "truth_bits_per_byte_mean": b, "truth_bits_per_byte_ci_low": b - 0.1,
+                              "truth_bits_per_byte_ci_high": b + 0.1, "truth_zero_share": z,
+                              "truth_zero_share_ci_low": max(z - 0.1, 0), "truth_zero_share_ci_high": min(z + 0.1, 1)}
+                             for (k, z), b in zip(shares.items(), truth_bits)])
+
+    # bn-8 keeps the fewest samples inside the truth's support among k <= 8; bn-16 the most among the wide ones
+    table = quality({4: 0.9, 8: 0.8, 16: 0.3, 256: 0.2}, [6.0, 5.0, 4.0, 3.0])
+    judge, truth = quality_findings(table, 0.95, narrow_k=8)
+    assert judge["ground_truth"] == "the judge" and truth["ground_truth"] == "the truth"
+    assert truth["test"].startswith("truth-zero share(bn-8) - truth-zero share(bn-16) > 0")
+    assert truth["estimate"] == pytest.approx(0.5) and truth["verdict"] == HOLDS
+    # every bits-per-byte mean infinite (every sample holds a zero): still a finite test, on the shares
+    (_, every) = quality_findings(quality({4: 1.0, 8: 1.0, 16: 1.0, 256: 1.0}, [np.inf] * 4), 0.95, narrow_k=8)
+    assert every["estimate"] == 0.0 and every["ci_low"] <= every["estimate"] <= every["ci_high"]
+    # a pure truth (no sample with a zero): the truth's bits per byte, as before
+    (_, pure) = quality_findings(quality({4: 0.0, 8: 0.0, 16: 0.0, 256: 0.0}, [6.0, 5.0, 4.0, 3.0]), 0.95, narrow_k=8)
+    assert pure["test"].startswith("bits/byte(bn-8) - bits/byte(bn-16)") and pure["estimate"] == pytest.approx(1.0)
 
 
 def test_a_family_without_a_middle_or_a_full_rank_member_is_asked_only_what_it_can_answer():

@@ -135,6 +135,50 @@ def test_kl_eps_is_the_kl_to_the_uniform_mixture_and_finite_after_greedy():
         oversmoothing(np.zeros((1, 2)), np.zeros((1, 2)), 0.9, 0.0)
 
 
+def test_a_truth_with_zeros_hand_computed():
+    # a truncated truth (issue 57): bytes 2 and 3 at probability 0, log-probability -inf; 0 log 0 = 0 throughout
+    truth = [0.5, 0.5, 0.0, 0.0]
+    eps = 1e-3
+    with np.errstate(all="raise"):  # no NaN or inf slips through a masked term unnoticed
+        smooth = oversmoothing(log([[0.4, 0.4, 0.1, 0.1]]), log([truth]), 0.9, eps)
+        alike = oversmoothing(log([[0.6, 0.4, 0.0, 0.0]]), log([truth]), 0.9, eps)  # zeros where the truth has them
+        spike = oversmoothing(log([[1.0, 0.0, 0.0, 0.0]]), log([truth]), 0.9, eps)  # a zero where the truth has mass
+    out = {k: v.item() for k, v in smooth.items()}
+    assert out["nucleus_size"] == 2  # {0, 1}: the mass before byte 1 (0.5) is below 0.9
+    assert out["tto"] == pytest.approx(0.2) and out["nsmd"] == pytest.approx(0.2) and out["tv"] == pytest.approx(0.2)
+    assert out["kl"] == pytest.approx(math.log(0.5 / 0.4))  # 2 x 0.5 log(0.5 / 0.4); the truth's zeros add 0
+    mixed = [(1 - eps) * q + eps / 4 for q in (0.4, 0.4)]
+    assert out["kl_eps"] == pytest.approx(sum(0.5 * math.log(0.5 / m) for m in mixed))
+    h_model = -(2 * 0.4 * math.log(0.4) + 2 * 0.1 * math.log(0.1))
+    assert out["entropy_diff"] == pytest.approx(h_model - math.log(2))
+    out = {k: v.item() for k, v in alike.items()}
+    assert out["kl"] == pytest.approx(0.5 * math.log(0.5 / 0.6) + 0.5 * math.log(0.5 / 0.4))  # finite: 0 log 0/0 = 0
+    assert out["tto"] == 0.0 and out["nsmd"] == pytest.approx(0.0) and out["tv"] == pytest.approx(0.1)
+    assert out["entropy_diff"] == pytest.approx(-(0.6 * math.log(0.6) + 0.4 * math.log(0.4)) - math.log(2))
+    out = {k: v.item() for k, v in spike.items()}
+    assert out["kl"] == math.inf and out["kl_eps"] == pytest.approx(
+        0.5 * math.log(0.5 / (1 - eps + eps / 4)) + 0.5 * math.log(0.5 / (eps / 4)))
+    assert out["tto"] == 0.0 and out["nsmd"] == pytest.approx(0.0) and out["tv"] == pytest.approx(0.5)
+    assert out["entropy_diff"] == pytest.approx(-math.log(2))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_truncated_truth_equals_the_definitions(seed):
+    # the truth: a random distribution under epsilon-sampling (zeros at most bytes), against smooth models
+    p_bn, p_gt = random_pairs(30, 256, seed)
+    logp_gt = Decoding("epsilon", epsilon=0.01)(log(p_gt))
+    assert np.isneginf(logp_gt).any(-1).all()
+    truth = np.exp(logp_gt)
+    out = oversmoothing(log(p_bn), logp_gt, 0.9)
+    for i in range(len(p_bn)):
+        assert out["tto"][i].item() == pytest.approx(reference.tto(p_bn[i], truth[i], 0.9), abs=1e-12)
+        assert out["nsmd"][i].item() == pytest.approx(reference.nsmd(p_bn[i], truth[i], 0.9), abs=1e-12)
+        assert out["tv"][i].item() == pytest.approx(reference.tv(p_bn[i], truth[i]), abs=1e-12)
+        assert out["kl"][i].item() == pytest.approx(reference.kl(p_bn[i], truth[i]), rel=1e-9)
+        assert out["entropy_diff"][i].item() == pytest.approx(reference.entropy_diff(p_bn[i], truth[i]), abs=1e-9)
+    assert all(np.isfinite(out[name]).all() for name in METRICS)
+
+
 def test_docs_document_the_parquet_schemas(repo):
     from oversmooth.analysis.metrics import POSITION_SCHEMA
     from oversmooth.extraction.logit_tables import LOGITS_SCHEMA, hidden_schema

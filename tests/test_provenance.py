@@ -135,6 +135,9 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
     # a teacher's language: sampling the teacher, scoring samples by it, the findings from the tables
     ("teacher", {"teacher_corpus"}),
     ("truth", {"quality"}),
+    # a truth with known support: the decoding applied wherever the truth is read, and the truth's sampler
+    ("decoded", {"teacher_corpus", "extract_logits", "evaluate_model", "sample", "quality"}),
+    ("sampling", {"teacher_corpus", "sample"}),
     ("findings", {"findings", "token_findings"}),
 ])
 def test_analysis_code_is_run_by_the_scripts_that_use_it_only(module, scripts):

@@ -130,6 +130,25 @@ def test_summary_counts_and_corpus_metrics():
     assert replicated["mauve_replicates"] == 6
 
 
+def test_samples_a_truth_with_zeros_never_writes_are_counted_and_the_rest_scored():
+    # a truncated truth (issue 57): a sample holding a byte it gives probability 0 scores +inf bits per byte
+    bits = np.array([2.0, np.inf, 4.0, np.inf])
+    per_sample = pd.DataFrame(
+        {"method": ["pure"] * 4, "perplexity": [1.0] * 4, "bits_per_byte": [1.0] * 4, "valid_word_ratio": [1.0] * 4,
+         "avg_word_length": [3.0] * 4, "repeated": [False] * 4, "truth_bits_per_byte": bits,
+         "truth_zero": np.isposinf(bits)})
+    row = summarise_quality(per_sample, {"pure": [b"a"] * 4}, [b"a"], {}, n_boot=200, confidence=0.95, seed=0).iloc[0]
+    assert row["truth_zero_share"] == 0.5 and row["truth_zero_share_ci_low"] <= 0.5 <= row["truth_zero_share_ci_high"]
+    assert row["truth_bits_per_byte_mean"] == 3.0 and row["truth_bits_per_byte_n"] == 2  # the rest
+    assert row["n_samples"] == 4
+    every = summarise_quality(per_sample.assign(truth_bits_per_byte=np.inf, truth_zero=True), {"pure": [b"a"] * 4},
+                              [b"a"], {}, n_boot=200, confidence=0.95, seed=0).iloc[0]
+    assert every["truth_zero_share"] == 1.0 and every["truth_bits_per_byte_mean"] == np.inf
+    assert "truth_zero_share" not in summarise_quality(per_sample.drop(columns=["truth_bits_per_byte", "truth_zero"]),
+                                                       {"pure": [b"a"] * 4}, [b"a"], {}, n_boot=20, confidence=0.95,
+                                                       seed=0)  # no teacher, no column
+
+
 def test_mauve_is_not_reported_at_its_floor():
     """Disjoint k-means buckets give MAUVE one constant value whatever the texts: NaN, not a number."""
     rng = np.random.default_rng(0)

@@ -1,19 +1,24 @@
 """The smoke run on a teacher's language (config/smoke-teacher.yaml over config/smoke.yaml), through the unchanged
-DAG: gt-teacher trains on its own corpus, writes the config's corpus, and its logits at every evaluated position are
-the conditionals that drew that byte, so Table 4.1 measures the family against the exact truth."""
+DAG: gt-teacher trains on its own corpus, writes the config's corpus under its source's decoding (epsilon-sampling:
+a truth with known support), and its logits at every evaluated position are the conditionals that drew that byte,
+the decoded ones, so Table 4.1 measures the family against the exact truth."""
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
+import yaml
 from workflow_helpers import REPO, planned_jobs, planned_rules, snakemake
 
+from oversmooth.analysis.decoding import Decoding
 from oversmooth.extraction.logit_tables import iter_logits
 from oversmooth.models.bytelm import GPTByteLM
 from oversmooth.models.checkpoints import load_model
 
 OVERLAY = REPO / "config" / "smoke-teacher.yaml"
+SOURCE = yaml.safe_load(OVERLAY.read_text())["data"]["sources"][0]
+TRUTH = Decoding(**SOURCE["decoding"])  # the decoding the teacher writes under: the truth is TRUTH(teacher)
 
 
 @pytest.fixture(scope="module")
@@ -46,17 +51,37 @@ def test_the_truths_logits_are_the_conditionals_that_drew_each_evaluated_byte(te
         pd.DataFrame({"prompt_id": b.prompt_id, "position": b.position, "target": b.target, "lp": list(b.logprobs)})
         for b in iter_logits(results / "logits" / "gt-teacher.parquet")
     )
+    assert TRUTH.method == "epsilon"  # the smoke teacher writes under a truncating decoding
+    zeros = []
     for prompt in prompts.itertuples():
         text = next(t for t in by_text if t.startswith(prompt.context + prompt.window))
         assert prompt.context[:1] == b"\n" and len(prompt.context) == prompt.offset  # the whole document before it
-        full = teacher.next_byte_logprobs(torch.tensor([list(text)]))[0].double()
-        # the document's stored probability is the product of the conditionals that drew it
+        # the truth: the decoding applied to the teacher's own distribution
+        full = torch.from_numpy(TRUTH(teacher.next_byte_logprobs(torch.tensor([list(text)]))[0].double().numpy()))
+        # the document's stored probability is the product of the (decoded) conditionals that drew it
         drawn = full[:-1].gather(-1, torch.tensor(list(text[1:]))[:, None]).sum().item()
         assert drawn == pytest.approx(by_text[text], abs=1e-3)
-        # and the logits file holds those conditionals at each evaluated position
+        # and the logits file holds those conditionals at each evaluated position, zeros where the truth has them
         mine = rows[rows.prompt_id == prompt.prompt_id].sort_values("position")
         expected = full[prompt.offset - 1 : prompt.offset - 1 + len(prompt.window)].numpy()
         np.testing.assert_allclose(np.stack(mine.lp.to_numpy()), expected, atol=1e-4)
+        zeros.append(np.isneginf(expected).any(-1))
+    assert np.concatenate(zeros).mean() > 0.5  # a truth with known support: zeros at most positions
+
+
+def test_changing_the_truths_decoding_reruns_what_reads_the_truth_not_the_teachers_training(teacher_run, tmp_path):
+    results, _ = teacher_run
+    overlay = tmp_path / "epsilon.yaml"
+    overlay.write_text(yaml.safe_dump({"data": {"sources": [{**SOURCE, "decoding": {"method": "epsilon",
+                                                                                    "epsilon": 0.002}}]}}))
+    dry = snakemake(results.parent, "-n", "results/tables/table_4_1.csv", "results/tables/table_5_3.csv",
+                    overrides=[OVERLAY, overlay])
+    output = dry.stdout + dry.stderr
+    planned = planned_jobs(output)
+    assert ("teacher_corpus", "model=gt-teacher") in planned and "prepare_corpus" in planned_rules(output)
+    assert ("train_model", "model=gt-teacher") not in planned and "prepare_ground_truth_corpus" not in planned_rules(
+        output)  # the teacher itself does not depend on the decoding it writes under
+    assert "0.002" in output  # the reason Snakemake gives: the changed param
 
 
 def test_table_4_1_reports_the_family_against_the_truth_and_the_proxy(teacher_run):
@@ -71,8 +96,13 @@ def test_every_sample_is_scored_by_the_truth(teacher_run):
     table = pd.read_csv(results / "tables" / "table_5_3.csv")
     table = table[table["n_samples"] > 0]  # not the across-seed sd rows
     assert {"bn-4", "bn-64", "gt-teacher", "human"} <= set(table["model"])
-    assert np.isfinite(table["truth_bits_per_byte_mean"]).all()
-    assert (table["truth_bits_per_byte_ci_low"] <= table["truth_bits_per_byte_ci_high"]).all()
+    # a truth with zeros: the share of samples holding a byte it never writes, and its bits per byte of the rest
+    assert table["truth_zero_share"].between(0, 1).all()
+    truths_own = table[table["model"].isin(["gt-teacher", "human"])]  # the truth's samples (under every method)
+    assert (truths_own["truth_zero_share"] == 0).all() and np.isfinite(truths_own["truth_bits_per_byte_mean"]).all()
+    assert (table[table["model"] == "bn-4"]["truth_zero_share"] > 0).any()  # a model's smoothing leaves the support
+    scored = table[table["truth_bits_per_byte_n"] > 0]
+    assert (scored["truth_bits_per_byte_ci_low"] <= scored["truth_bits_per_byte_ci_high"]).all()
     # the teacher's own pure samples and the human continuations (the teacher's text) are draws of one process
     by_model = table.set_index("model")["truth_bits_per_byte_mean"]
     assert abs(by_model["gt-teacher"] - by_model["human"]) < 1.0

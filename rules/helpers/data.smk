@@ -55,3 +55,18 @@ def truth_model():
     samples and against which the metrics are exact."""
     teachers = [f"gt-{s['teacher']}" for s in config["data"]["sources"] if s["kind"] == "teacher"]
     return teachers[0] if teachers else None
+
+
+def truth_decoding():
+    """The decoding the truth writes under (its `teacher` source's `decoding`), or None: no teacher, or a pure one
+    (the truth is then the teacher's own distribution). What every job that reads the teacher as the truth depends
+    on (`generation.decoded`)."""
+    sources = [s for s in config["data"]["sources"] if s["kind"] == "teacher"]
+    decoding = sources[0].get("decoding") if sources else None
+    return None if decoding is None or decoding["method"] == "pure" else dict(decoding)
+
+
+def truth_decoding_of(model):
+    """`truth_decoding()` for a job of the truth `model`, None for any other model: the decoding applied to
+    `model`'s distributions (so that changing it reruns the truth's jobs, not the other models')."""
+    return truth_decoding() if model == truth_model() else None

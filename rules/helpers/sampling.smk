@@ -4,13 +4,13 @@
 
 def sampling_decoding_for(model):
     """The decoding settings a model is sampled with: `decoding_for` and `decoding.bat_methods` (where its head is
-    one softmax of a matrix: not a mixture, an SVD-imposed head or a loaded ground truth), or for the token track
-    (which measures every method) `tokens.sampling.methods`."""
+    one softmax of a matrix: not a mixture, an SVD-imposed head, a loaded ground truth or a teacher's truth), or for
+    the token track (which measures every method) `tokens.sampling.methods`."""
     if is_token_model(model):
         return decoding_settings(config["decoding"], token_methods(config))
     settings = decoding_for(model)
-    if model.startswith(("mos-", "svd-r")) or loaded_ground_truth(model) is not None:
-        return settings
+    if model.startswith(("mos-", "svd-r")) or loaded_ground_truth(model) is not None or model == truth_model():
+        return settings  # a mixture, an SVD-imposed head, a loaded ground truth, a decoded truth: no single softmax
     return decoding_settings(config["decoding"], [*settings["methods"], *config["decoding"]["bat_methods"]])
 
 

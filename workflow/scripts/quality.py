@@ -8,6 +8,7 @@ from oversmooth.core.allocator import keep_freed_memory
 from oversmooth.core.io import atomic_path, read_parquet, write_csv
 from oversmooth.core.job import workflow_job
 from oversmooth.data.prompts import human_samples
+from oversmooth.generation.decoded import decoded_truth
 from oversmooth.generation.quality import model_quality
 from oversmooth.generation.truth import continuation_bits
 from oversmooth.models.bytelm import inference_device
@@ -27,8 +28,9 @@ with workflow_job(smk.log[0]):
     if smk.params.truth:  # a teacher's language: each sample scored by the truth, its document before it
         context = prompts.set_index("prompt_id")["context"]
         contexts = [context[p] + prefix for p, prefix in zip(samples["prompt_id"], samples["prefix"])]
-        truth = load_byte_lm(smk.params.truth, checkpoint=smk.input.get("truth_checkpoint"),
-                             ground_truth=smk.params.truth_ground_truth, device=inference_device())
+        teacher = load_byte_lm(smk.params.truth, checkpoint=smk.input.get("truth_checkpoint"),
+                               ground_truth=smk.params.truth_ground_truth, device=inference_device())
+        truth = decoded_truth(teacher, smk.params.truth_decoding)  # the teacher under its source's decoding
         truth_bits = continuation_bits(truth, contexts, samples["continuation"].tolist(), settings["batch_size"])
     per_sample, summary = model_quality(
         samples, human, lm_path, repetition_n=settings["repetition_n"], mauve_seeds=settings["mauve_seeds"],

@@ -225,8 +225,8 @@ def summarise_quality(
     confidence: float,
     seed: int,
 ) -> pd.DataFrame:
-    """Per method: mean, sd and bootstrap CI of the sample-level metrics; repetition and byte TV with
-    bootstrap CIs (samples resampled, the same replicates for every metric); MAUVE mean and sd over the k-means
+    """Per method: mean, sd and bootstrap CI of the sample-level metrics (over their finite values); repetition,
+    the share of samples with a truth-zero byte (under a teacher) and byte TV with bootstrap CIs (samples resampled, the same replicates for every metric); MAUVE mean and sd over the k-means
     seeds where it is informative, how many seeds were at its floor (NaN mean when all were), and its percentile
     interval over `mauve_boot`'s replicates (`mauve_replicates`; NaN without any); sample counts."""
     rows = []
@@ -240,10 +240,10 @@ def summarise_quality(
             for stat in ("mean", "sd", "ci_low", "ci_high"):
                 row[f"{metric}_{stat}"] = stats[stat]
             row[f"{metric}_n"] = stats["n_positions"]
-        repetition = describe(group["repeated"].to_numpy(dtype=float), samples, weights, confidence)
-        row["repetition"], row["repetition_ci_low"], row["repetition_ci_high"] = (
-            repetition["mean"], repetition["ci_low"], repetition["ci_high"]
-        )
+        shares = [("repeated", "repetition"), ("truth_zero", "truth_zero_share")]  # truth_zero: under a teacher only
+        for column, name in ((c, n) for c, n in shares if c in group):
+            share = describe(group[column].to_numpy(dtype=float), samples, weights, confidence)
+            row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"] = share["mean"], share["ci_low"], share["ci_high"]
         hists = np.stack([byte_histogram([t]) for t in continuations[method]])
         human_hist = byte_histogram(human)
         q = human_hist / human_hist.sum()
@@ -278,14 +278,18 @@ def model_quality(
     truth_bits: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-sample metrics and the per-method summary of one model's samples (or of the human ones); `truth_bits`:
-    each sample's bits per byte under a teacher, the truth of its text (`truth.continuation_bits`)."""
+    each sample's bits per byte under a teacher, the truth of its text (`truth.continuation_bits`): +inf for a
+    sample holding a byte the truth gives probability 0 (a truth with zeros: `generation.decoded`), flagged
+    `truth_zero`; the summary gives the share of such samples (`truth_zero_share`) and the truth's bits per byte of
+    the rest (`truth_bits_per_byte_*`, `_n` the samples it is over)."""
     model, tokenizer = load_causal_lm(lm_path)
     prefixes = [p.decode("utf-8", errors="replace") for p in samples["prefix"]]
     total, count = continuation_nll(model, tokenizer, prefixes, samples["text"].tolist(), batch_size)
     bpb = bits_per_byte(total, samples["text"].str.encode("utf-8").tolist())
     per_sample = sample_metrics(samples, perplexity_of(total, count), bpb, repetition_n)
-    if truth_bits is not None:
+    if truth_bits is not None:  # +inf where the truth gives a byte probability 0: left out of the mean, counted
         per_sample["truth_bits_per_byte"] = truth_bits
+        per_sample["truth_zero"] = np.isposinf(truth_bits)
     continuations = {m: g["continuation"].tolist() for m, g in samples.groupby("method", sort=False)}
     mauve, mauve_boot = {}, {}
     if (samples["model"] != "human").any() and mauve_seeds:

@@ -32,6 +32,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from oversmooth.analysis.decoding import Decoding
 from oversmooth.core.io import write_parquet
 from oversmooth.core.logs import get_logger
+from oversmooth.generation.decoded import DecodedByteLM, DecodedStepper
 from oversmooth.models.bytelm import ByteLM, GPTByteLM, HFByteLM
 from oversmooth.models.kvcache import BlockKVCache
 from oversmooth.models.model import VOCAB_SIZE, bf16_autocast
@@ -201,8 +202,14 @@ class UncachedStepper:
 
 
 def stepper_for(lm: ByteLM) -> Stepper:
+    """The cached stepper of a byte model; for a decoded truth (`decoded.DecodedByteLM`, issue 57) its teacher's
+    stepper with the truth's decoding applied to every row (`DecodedStepper`), a GPT's without bf16 (the truth is read
+    in float32 everywhere)."""
     from oversmooth.models.tokenmarginal import MarginalStepper, TokenMarginalByteLM
 
+    if isinstance(lm, DecodedByteLM):
+        inner = GPTStepper(lm.lm, bf16=False) if isinstance(lm.lm, GPTByteLM) else stepper_for(lm.lm)
+        return DecodedStepper(inner, lm.decoding)
     if isinstance(lm, GPTByteLM):
         return GPTStepper(lm)
     if isinstance(lm, HFByteLM):

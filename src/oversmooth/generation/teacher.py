@@ -1,10 +1,13 @@
 """A language whose truth is known (issue 26): documents sampled from a teacher byte model.
 
-Each document starts with a fixed start byte and is continued by pure sampling (temperature 1, no truncation) with
-the teacher's key/value cache, up to `document_bytes` bytes in all, at most the teacher's block: every byte of a
-document was drawn from the teacher's next-byte distribution given the whole document before it. Those
-conditionals are therefore the *exact* distribution of the text, and a model evaluated on a window of a document
-with the document before it as context is compared with the truth, not with another model of the data.
+Each document starts with a fixed start byte and is continued by pure sampling from the truth with the teacher's
+key/value cache, up to `document_bytes` bytes in all, at most the teacher's block: every byte of a document was
+drawn from the truth's next-byte distribution given the whole document before it. The truth is the teacher's own
+distribution, or, with the source's `decoding` (issue 57: a truth with known support), that decoding applied to it
+(`oversmooth.generation.decoded`: the stepper `sampling.stepper_for` gives a decoded truth draws from the decoded
+rows, exact zeros included). Those conditionals are therefore the *exact* distribution of the text, and a model
+evaluated on a window of a document with the document before it as context is compared with the truth, not with
+another model of the data.
 
 Every document draws its bytes by inverting the CDF at uniforms from its own generator, seeded by (seed, teacher,
 document): the batch size changes nothing and adding documents changes none of the others. The log-probability
@@ -24,9 +27,10 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from oversmooth.analysis.decoding import Decoding
+from oversmooth.analysis.decoding import PARAMETER, Decoding
 from oversmooth.core.io import write_parquet
 from oversmooth.core.logs import get_logger
+from oversmooth.generation.decoded import DecodedStepper
 from oversmooth.generation.sampling import Stepper, draw, uniforms_for
 
 log = get_logger("teacher")
@@ -71,8 +75,9 @@ def document_seed(seed: int, teacher: str, index: int) -> int:
 
 
 def sample_batch(stepper: Stepper, start_byte: int, uniforms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Documents (B, 1 + n) that start with `start_byte` and go on by pure sampling at `uniforms` (B, n), and the
-    float64 log-probability (B,) of each under the conditionals that drew its bytes."""
+    """Documents (B, 1 + n) that start with `start_byte` and go on by pure sampling from the stepper's rows at
+    `uniforms` (B, n), and the float64 log-probability (B,) of each under the conditionals that drew its bytes
+    (a `DecodedStepper`'s rows: the decoded truth's)."""
     rows, n = uniforms.shape
     text = torch.full((rows, 1), start_byte, dtype=torch.long)
     logprob = torch.zeros(rows, dtype=torch.float64)
@@ -108,7 +113,14 @@ def write_teacher_documents(stepper: Stepper, spec: TeacherSpec, teacher: str, s
     table = pa.Table.from_pylist(list(iter_documents(stepper, spec, teacher, seed)), schema=TEACHER_DOCUMENTS_SCHEMA)
     write_parquet(table, out_path)
     bits = -np.asarray(table.column("logprob")) / np.log(2)
-    log.info("wrote %d documents of %d bytes: %.3f bits per sampled byte under the teacher (its entropy rate)",
+    log.info("wrote %d documents of %d bytes: %.3f bits per sampled byte under the truth (its entropy rate)",
              table.num_rows, spec.document_bytes, bits.sum() / (table.num_rows * (spec.document_bytes - 1)))
+    if isinstance(stepper, DecodedStepper):
+        cut = stepper.truncation()
+        decoding, parameter = stepper.decoding, PARAMETER.get(stepper.decoding.method)
+        named = f"{decoding.method} ({parameter} {getattr(decoding, parameter)})" if parameter else decoding.method
+        log.info("the truth is the teacher under %s: over %d drawn positions, %.1f%% had a byte set to 0, %.1f bytes "
+                 "each on average, and %.2f%% of the teacher's mass was removed", named, cut["rows"],
+                 100 * cut["share_with_zero"], cut["zero_bytes"], 100 * cut["cut_mass"])
     return table
 

@@ -176,7 +176,9 @@ def svd_findings(table_7_1: pd.DataFrame, ground_truths: Sequence[str], confiden
 
 def quality_findings(table_5_3: pd.DataFrame, confidence: float, narrow_k: int = 8) -> list[dict]:
     """Sample quality collapses at k <= narrow_k: the most likely narrow model's pure samples are less likely than
-    the least likely wide model's, under the judge (bits per byte) and, on a teacher's language, under the truth."""
+    the least likely wide model's, under the judge (bits per byte) and, on a teacher's language, under the truth. A
+    truth with zeros (issue 57) gives a sample holding a byte it never writes infinite bits: where any bottlenecked
+    model's samples hold one, the truth's test is on the share of such samples (`truth_zero_share`) instead."""
     pure = table_5_3[table_5_3["n_samples"] > 0]
     ks = bottleneck_rows(pure)
     narrow, wide = [ks[k] for k in ks if k <= narrow_k], [ks[k] for k in ks if k > narrow_k]
@@ -184,8 +186,17 @@ def quality_findings(table_5_3: pd.DataFrame, confidence: float, narrow_k: int =
         return []
     rows = []
     judges = [("bits_per_byte_", "the judge"), ("truth_bits_per_byte_", "the truth")]
+    zeros = pure.set_index("model")["truth_zero_share"] if "truth_zero_share" in pure else None
+    truth_zeros = zeros is not None and bool((zeros[narrow + wide] > 0).any())
     for prefix, who in judges:
         if f"{prefix}mean" not in pure:
+            continue
+        if who == "the truth" and truth_zeros:
+            best_narrow = min(narrow, key=lambda m: zeros[m])
+            worst_wide = max(wide, key=lambda m: zeros[m])
+            rows.append(_row("quality_collapses", f"sample quality collapses at k <= {narrow_k}", who,
+                             f"truth-zero share({best_narrow}) - truth-zero share({worst_wide}) > 0 (pure sampling)",
+                             [_share_term(pure, best_narrow), _share_term(pure, worst_wide, -1.0)], confidence))
             continue
         best_narrow = min(narrow, key=lambda m: _term(pure, m, prefix).mean)
         worst_wide = max(wide, key=lambda m: _term(pure, m, prefix).mean)
@@ -193,6 +204,13 @@ def quality_findings(table_5_3: pd.DataFrame, confidence: float, narrow_k: int =
                          f"bits/byte({best_narrow}) - bits/byte({worst_wide}) > 0 (pure sampling)",
                          [_term(pure, best_narrow, prefix), _term(pure, worst_wide, prefix, weight=-1.0)], confidence))
     return rows
+
+
+def _share_term(table: pd.DataFrame, model: str, weight: float = 1.0) -> Term:
+    """The share of `model`'s samples holding a byte the truth gives probability 0, with its interval."""
+    row = table.set_index("model").loc[model]
+    return Term(model, float(row["truth_zero_share"]), float(row["truth_zero_share_ci_low"]),
+                float(row["truth_zero_share_ci_high"]), weight, runs_of(model))
 
 
 def least_favourable(rows: Sequence[dict], note: str) -> dict:

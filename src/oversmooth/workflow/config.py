@@ -254,8 +254,32 @@ def _check_teacher_sources(config: Mapping) -> None:
             problems.append(f"  evaluation.block: {evaluation['block']} leaves no window in {where}'s documents of "
                             f"{source['document_bytes']} bytes (evaluation.from_document_start: a window is block "
                             "+ 1 bytes from a document's first byte)")
+        problems += _teacher_decoding_problems(source.get("decoding") or {"method": "pure"}, where, evaluation)
     if problems:
         raise ConfigError("invalid config:\n" + "\n".join(problems))
+
+
+def _teacher_decoding_problems(decoding: Mapping, where: str, evaluation: Mapping) -> list[str]:
+    """A teacher source's `decoding` names a method and that method's own parameter alone (the truth's definition,
+    spelled out), not greedy (every document would be one text); a decoding that can give the truth zeros needs
+    `evaluation.from_document_start`, since a window across documents may hold a byte the truth never writes (an
+    infinite held-out loss)."""
+    from oversmooth.analysis.decoding import PARAMETER  # numpy only
+
+    method, problems = decoding["method"], []
+    if method == "greedy":
+        problems.append(f"  {where}.decoding.method: greedy would make every document one text (the truth's "
+                        "argmax from the start byte); choose a sampling method")
+    own = PARAMETER.get(method)
+    for key in sorted(set(decoding) - {"method", own}):
+        problems.append(f"  {where}.decoding.{key}: not a parameter of {method}"
+                        + (f" (its parameter: {own})" if own else " (it has none)"))
+    if own and own not in decoding:
+        problems.append(f"  {where}.decoding.{own}: {method} needs its parameter {own} (the truth's definition)")
+    if method not in ("pure", "temperature") and not evaluation.get("from_document_start"):
+        problems.append(f"  evaluation.from_document_start: must be true with {where}.decoding.method {method}: a "
+                        "window across documents may hold a byte the truth gives probability 0")
+    return problems
 
 
 def _check_unique_source_labels(config: Mapping) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from oversmooth.generation.decoded import decoded_truth
 from oversmooth.models.bytelm import ByteLM, GPTByteLM, inference_device, load_hf_byte_lm
 from oversmooth.models.checkpoints import load_model
 from oversmooth.models.tokenmarginal import MarginalSettings, check_spelled_text, load_token_byte_lm
@@ -16,7 +17,9 @@ from oversmooth.models.tokenmarginal import MarginalSettings, check_spelled_text
 def rule_byte_lm(smk) -> ByteLM:
     """The job's model `{model}`: its checkpoint input, or the loaded ground truth's entry in `params.ground_truth`
     (a `token` model's folder is that of its `lm` input, and it must spell every byte the prompts may hold); on CUDA
-    when present, else on the job's CPU threads."""
+    when present, else on the job's CPU threads. Where the model is a truth that writes under a decoding
+    (`params.truth_decoding`, a teacher source's `decoding`; None for every other model), that decoding applied to
+    its distributions (`generation.decoded`)."""
     torch.set_num_threads(smk.threads)
     entry = smk.params.ground_truth
     if entry is not None and entry["kind"] == "token":
@@ -24,7 +27,7 @@ def rule_byte_lm(smk) -> ByteLM:
     lm = load_byte_lm(smk.wildcards.model, checkpoint=smk.input.get("checkpoint"), ground_truth=entry, device=inference_device())
     if entry is not None and entry["kind"] == "token":
         check_spelled_text(lm.name, lm.vocab, smk.config["eval"]["unspellable_bytes"])
-    return lm
+    return decoded_truth(lm, smk.params.truth_decoding)
 
 
 def load_byte_lm(
