@@ -98,6 +98,38 @@ def test_single_token_questions_answer_as_one_lp_per_token_at_a_samplers_thresho
     assert sampler.stats.questions == len(asked) and sampler.stats.rejected == expected.sum()
 
 
+@pytest.mark.parametrize("V, k, seed, scale, tuned, reached", [
+    (256, 16, 11, 6.0, {}, "lp"),  # one LP over every token
+    (2500, 32, 3, 6.0, {}, None),  # a large vocabulary: the screen, the repairs, column generation
+    (2500, 16, 5, 4.0, {"FREE_COLUMNS": 4, "FREE_PER_ROW": 0, "ASKED_FREE_COLUMNS": 4}, None),  # tail vertices
+    (4000, 48, 2, 6.0, {"DESCENT_ROWS": 0}, "polished"),  # the projections and the polish (asked: no descent)
+    (4000, 48, 2, 6.0, {"DESCENT_ROWS": 0, "ASKED_POLISH_ONLY": False}, "polished"),  # and with the descent
+])
+@pytest.mark.parametrize("threshold", [3e-4, 0.2])
+def test_asked_tokens_get_the_verdicts_of_the_whole_reject_set_on_every_path(monkeypatch, V, k, seed, scale, tuned,
+                                                                              reached, threshold):
+    from oversmooth.analysis.bat import settings
+    from oversmooth.analysis.bat.solver import BATSolver
+
+    for name, value in tuned.items():
+        monkeypatch.setattr(settings, name, value)
+    W, p = random_instance(V, k, seed, scale)
+    solver = BATSolver(W, TBATSettings(threshold=0.5))  # the threshold of each call is the one given
+    whole = solver.reject_set(p, threshold=threshold)
+    below, rng = np.flatnonzero(p <= threshold), np.random.default_rng(0)
+    verdicts = [below[whole.rejected[below] == verdict] for verdict in (True, False)]
+    assert not whole.failed and all(len(tokens) for tokens in verdicts)
+    asked = np.concatenate([rng.choice(tokens, size=min(12, len(tokens)), replace=False) for tokens in verdicts])
+    paths = set()
+    for i in asked:
+        result = solver.reject_set(p, np.array([i]), threshold)
+        assert not result.failed and result.rejected[i] == whole.rejected[i], i
+        assert result.rejected.sum() == result.rejected[i]  # the tokens not asked about are left out
+        paths |= {key for key in ("polished", "descended") if key in result.stats} | ({"lp"} if result.lp_solves else set())
+    if reached and threshold < 0.01:  # the papers' thresholds reach the path (0.2: the screen settles them all)
+        assert reached in paths
+
+
 def test_the_full_kept_set_is_the_tbat_reject_sets_complement_and_epsilons_superset():
     W, p = random_instance(256, 8, 5, 8.0)
     logprobs = np.log(p)[None]

@@ -13,24 +13,24 @@ from oversmooth.analysis.bat import settings
 from oversmooth.analysis.bat.polytope import Polytope, dual_bounds
 
 
-def descend(P: Polytope, Z: np.ndarray, undecided: np.ndarray,
-            rejected: np.ndarray) -> tuple[int, dict[int, np.ndarray]]:
-    """`descend_tokens` on every undecided token of mass >= DESCENT_FLOOR, DESCENT_TOKENS at a time, the most
-    probable first (a chunk's certificates settle tokens of later chunks too): how many it rejected, and each
-    token's direction it left; a token of smaller mass still undecided after them gets its least-squares
+def descend(P: Polytope, Z: np.ndarray, undecided: np.ndarray, rejected: np.ndarray,
+            floor: float | None = None) -> tuple[int, dict[int, np.ndarray]]:
+    """`descend_tokens` on every undecided token of mass >= `floor` (default DESCENT_FLOOR), DESCENT_TOKENS at a
+    time, the most probable first (a chunk's certificates settle tokens of later chunks too): how many it rejected,
+    and each token's direction it left; a token of smaller mass still undecided after them gets its least-squares
     direction (the descent's first)."""
-    p = P.p
+    p, floor = P.p, settings.DESCENT_FLOOR if floor is None else floor
     order = np.flatnonzero(undecided)
     order = order[np.argsort(-p[order], kind="stable")]
     found, directions = 0, {}
     for start in range(0, len(order), settings.DESCENT_TOKENS):
         tokens = order[start : start + settings.DESCENT_TOKENS]
-        tokens = np.sort(tokens[undecided[tokens] & (p[tokens] >= settings.DESCENT_FLOOR)])
+        tokens = np.sort(tokens[undecided[tokens] & (p[tokens] >= floor)])
         if len(tokens):
             rejected_here, left = descend_tokens(P, Z, tokens, undecided, rejected)
             found += rejected_here
             directions.update(left)
-    light = np.sort(order[(p[order] < settings.DESCENT_FLOOR) & undecided[order]])
+    light = np.sort(order[(p[order] < floor) & undecided[order]])
     for start in range(0, len(light), settings.DESCENT_TOKENS):
         tokens = light[start : start + settings.DESCENT_TOKENS]
         x, _ = least_squares(Z[:, np.searchsorted(P.support, tokens)])

@@ -72,7 +72,8 @@ class BATSolver:
             result.stats["screen_rejected"] = int(rejected.sum() - zero.sum())  # the repaired among them
             if Z is not None and undecided.any() and self.descends():
                 result.stats["projected"] = projections.project(P, Z, undecided, rejected)
-                result.stats["descended"], directions = descent.descend(P, Z, undecided, rejected)
+                floor = np.inf if asked is not None and settings.ASKED_POLISH_ONLY else None
+                result.stats["descended"], directions = descent.descend(P, Z, undecided, rejected, floor)
                 result.stats["polished"] = sum(polish.polish(P, i, directions[i], undecided, rejected)
                                                for i in sorted(directions, key=lambda i: -p[i]) if undecided[i])
         if not undecided.any():
