@@ -3,15 +3,11 @@
 
 
 def sampling_decoding_for(model):
-    """The decoding settings a model is sampled with: `decoding_for` and `decoding.bat_methods` (where its head is
-    one softmax of a matrix: not a mixture, an SVD-imposed head, a loaded ground truth or a teacher's truth), or for
-    the token track (which measures every method) `tokens.sampling.methods`."""
-    if is_token_model(model):
-        return decoding_settings(config["decoding"], token_methods(config))
-    settings = decoding_for(model)
-    if model.startswith(("mos-", "svd-r")) or loaded_ground_truth(model) is not None or model == truth_model():
-        return settings  # a mixture, an SVD-imposed head, a loaded ground truth, a decoded truth: no single softmax
-    return decoding_settings(config["decoding"], [*settings["methods"], *config["decoding"]["bat_methods"]])
+    """The decoding settings a model is sampled with: `byte_sampling_methods` (its metrics' methods and, where its
+    head is one softmax of a matrix, `decoding.bat_methods`), or for the token track (which measures every method)
+    `tokens.sampling.methods`."""
+    methods = token_methods(config) if is_token_model(model) else byte_sampling_methods(config, model)
+    return decoding_settings(config["decoding"], methods)
 
 
 def sample_inputs(wildcards):

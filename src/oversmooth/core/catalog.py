@@ -126,6 +126,20 @@ def token_methods(config: Mapping) -> list[str]:
     return config["tokens"]["sampling"]["methods"] or list(config["decoding"]["methods"])
 
 
+def byte_sampling_methods(config: Mapping, model: str) -> list[str]:
+    """Decoding methods a byte model samples with: `svd.decoding` for an SVD-imposed head, else `decoding.methods`
+    and `decoding.bat_methods` where its head is one softmax of a matrix (BAT sampling's W: not a mixture of
+    softmaxes, a ground truth loaded from a folder, or a teacher's truth, whose distribution is decoded)."""
+    if model.startswith("svd-r"):
+        return list(config["svd"]["decoding"])
+    methods = list(config["decoding"]["methods"])
+    loaded = model.startswith("gt-") and ground_truth(config, model)["kind"] in ("hf", "token")
+    truth = any(s["kind"] == "teacher" and f"gt-{s['teacher']}" == model for s in config["data"]["sources"])
+    if model.startswith("mos-") or loaded or truth:
+        return methods
+    return [*methods, *config["decoding"].get("bat_methods", [])]
+
+
 def svd_source(config: Mapping) -> str:
     """The model whose head the SVD models truncate: `svd.source`, else the widest bottleneck."""
     return config["svd"]["source"] or bottleneck_name(max(config["bottlenecks"]))

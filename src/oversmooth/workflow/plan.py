@@ -32,6 +32,7 @@ import pandas as pd
 from oversmooth.core.catalog import (
     TOKEN_REFERENCE,
     bottleneck_of,
+    byte_sampling_methods,
     checkpoint_parts,
     ground_truth,
     is_token_model,
@@ -258,7 +259,7 @@ class Planner:
             return
         sampling = self.config["sampling"]
         prompts = sampling["n_prompts"] or self.config["eval"]["n_prompts"]
-        methods = self.config["svd"]["decoding"] if model.startswith("svd-r") else self.config["decoding"]["methods"]
+        methods = byte_sampling_methods(self.config, model)
         self._inference_tokens(cost, model, prompts * sampling["continuation_bytes"] * len(methods), decode=True)
 
     def _teacher_corpus(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
@@ -339,8 +340,7 @@ class Planner:
             methods = 1 if model == "tok-human" else len(self._token_methods())
             text = tokens["n_prompts"] * methods * tokens["continuation_tokens"] * 4
         else:
-            methods = self.config["svd"]["decoding"] if model.startswith("svd-r") else self.config["decoding"]["methods"]
-            text = byte_prompts * len(methods) * sampling["continuation_bytes"]
+            text = byte_prompts * len(byte_sampling_methods(self.config, model)) * sampling["continuation_bytes"]
         cost.cpu_h += (self.costs.quality_fixed_s + text * self.costs.quality_s_per_byte) / 3600
 
     def _source_bytes(self, model: str | None = None) -> float:
