@@ -5,12 +5,10 @@ and the same reject sets on the smoke run's heads at every position and decoding
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from workflow_helpers import REPO, repo_config
+from workflow_helpers import module_at, repo_config
 
 from oversmooth.analysis.bat import settings
 from oversmooth.analysis.bat.solver import BATSolver
@@ -21,10 +19,7 @@ SPLIT_FROM = "8a256f1"  # main's last revision with the solver in the single mod
 @pytest.fixture(scope="module")
 def single_module():
     """src/oversmooth/analysis/tbat.py at SPLIT_FROM, loaded beside today's package (git's history is needed)."""
-    spec = importlib.util.spec_from_file_location("benchmark_shared", REPO / "benchmarks" / "shared.py")
-    shared = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(shared)
-    return shared.module_at(SPLIT_FROM, "src/oversmooth/analysis/tbat.py")
+    return module_at(SPLIT_FROM, "src/oversmooth/analysis/tbat.py")
 
 
 def random_instance(V, k, seed, scale, kept=None):

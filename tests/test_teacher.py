@@ -11,14 +11,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from workflow_helpers import module_at
 
 from oversmooth.analysis.decoding import Decoding
 from oversmooth.extraction.logit_tables import iter_logits
 from oversmooth.extraction.logits import extract_logits
 from oversmooth.generation.decoded import DecodedByteLM, DecodedStepper, decoded_truth, truth_decoding
-from oversmooth.generation.sampling import GPTStepper, UncachedStepper, draw, stepper_for, uniforms_for
+from oversmooth.generation.sampling import GPTStepper, UncachedStepper, stepper_for, uniforms_for
 from oversmooth.generation.teacher import (
-    PURE,
     TEACHER_DOCUMENTS_SCHEMA,
     TeacherError,
     TeacherSpec,
@@ -194,20 +194,7 @@ def test_a_hand_computed_document_of_a_truncated_truth():
     assert sample_batch(ThreeByteStepper(), 10, torch.tensor([[0.05]], dtype=torch.float64))[0].tolist() == [[10, 0]]
 
 
-def _old_sample_batch(stepper, start_byte, uniforms):
-    """sample_batch as it was before a teacher could write under a decoding (the oracle of a pure teacher)."""
-    rows, n = uniforms.shape
-    text = torch.full((rows, 1), start_byte, dtype=torch.long)
-    logprob = torch.zeros(rows, dtype=torch.float64)
-    logprobs = stepper.start(text)
-    new = []
-    for t in range(n):
-        byte = draw(logprobs, PURE, uniforms[:, t])
-        logprob += logprobs.gather(-1, byte[:, None]).squeeze(-1).double()
-        new.append(byte)
-        if t + 1 < n:
-            logprobs = stepper.step(byte)
-    return torch.cat([text, torch.stack(new, dim=1)], dim=1), logprob
+BEFORE_DECODED_TRUTHS = "fed6b3b"  # main's last revision before a teacher could write under a decoding
 
 
 def test_a_pure_teacher_writes_the_documents_it_wrote_before(teacher):
@@ -217,7 +204,8 @@ def test_a_pure_teacher_writes_the_documents_it_wrote_before(teacher):
     spec = TeacherSpec(documents=5, document_bytes=32, batch_size=5)
     rows = list(iter_documents(stepper_for(decoded_truth(teacher, {"method": "pure"})), spec, "gt-teacher", 7))
     seeds = [document_seed(7, "gt-teacher", i) for i in range(5)]
-    texts, logprobs = _old_sample_batch(GPTStepper(teacher), 10, uniforms_for(seeds, 31))
+    before = module_at(BEFORE_DECODED_TRUTHS, "src/oversmooth/generation/teacher.py")  # the oracle
+    texts, logprobs = before.sample_batch(GPTStepper(teacher), 10, uniforms_for(seeds, 31))
     assert [r["text"] for r in rows] == [bytes(t) for t in texts.tolist()]
     assert [r["logprob"] for r in rows] == logprobs.tolist()  # exactly
 

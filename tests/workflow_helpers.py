@@ -138,3 +138,14 @@ def jobs_an_edit_reruns(module: str, empty: Path, *configfiles: str) -> Counter[
             rerun.add(job)
             pending += consumers.get(job, ())
     return Counter(rules[job] for job in rerun)
+
+
+def module_at(revision: str, path: str):
+    """`path` (a module of the package) as it was at `revision`, loaded beside today's package by
+    benchmarks/shared.module_at (git's history is needed): an oracle of the code before a change."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmark_shared", REPO / "benchmarks" / "shared.py")
+    shared = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shared)
+    return shared.module_at(revision, path)
