@@ -8,9 +8,12 @@ from oversmooth.core.catalog import (
     ground_truth,
     ground_truth_models,
     is_token_model,
+    linear_head_models,
     main_bottleneck_models,
     sampled_models,
     segment_ends,
+    support_models,
+    support_truth,
     svd_source,
     token_head_parts,
     token_methods,
@@ -20,6 +23,7 @@ from oversmooth.core.catalog import (
     trained_models,
     training_settings,
 )
+from oversmooth.analysis.bat.sampler import BAT_METHODS
 from oversmooth.analysis.decoding import decoding_settings
 from oversmooth.core.cluster import SCHEDULING_KEYS
 from oversmooth.core.cluster import job_resources as cluster_job_resources
@@ -40,6 +44,7 @@ from oversmooth.core.layout import (
     result_path,
     samples_path,
     segment_path,
+    support_path,
     table_path,
     tbat_path,
     teacher_documents_path,
