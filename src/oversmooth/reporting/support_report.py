@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from oversmooth.analysis.support import REFERENCE
-
+REFERENCE = "pure"  # each curve's point at no lost support (oversmooth.analysis.support's reference; not imported:
+# the tables and findings do not rerun when the support formulas change)
 STATISTICS = ("mean", "ci_low", "ci_high")
 SUPPORT_COLUMNS = ("false_support", "lost_support", "inseparable")  # inseparable: pure's rows only
 
