@@ -75,12 +75,11 @@ from oversmooth.analysis.support import (  # noqa: E402
     support_rows,
     write_support,
 )
-from oversmooth.core.catalog import support_models, support_truth  # noqa: E402
 from oversmooth.core.io import read_parquet  # noqa: E402
 from oversmooth.reporting.findings import FAILS, HOLDS, support_findings  # noqa: E402
 from oversmooth.reporting.support_report import at_lost_support, common_levels, curve, support_table  # noqa: E402
 from oversmooth.workflow.config import load_config  # noqa: E402
-from oversmooth.workflow.outputs import planned_outputs  # noqa: E402
+from oversmooth.workflow.outputs import planned_outputs, support_models, support_truth  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

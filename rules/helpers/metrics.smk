@@ -18,6 +18,12 @@ def decoding_for(model):
     return decoding_settings(config["decoding"], methods)  # the parameters of these methods alone
 
 
+def support_path(model, kind="positions"):
+    """Per-position support recovery of a model against the truth with known support, or its `.summary.csv` (here,
+    not in oversmooth.core.layout, which every script reaches: a path the scripts never build reruns none of them)."""
+    return f"{RESULTS}/support/{model}" + (".parquet" if kind == "positions" else ".summary.csv")
+
+
 BAT_TOLERANCES = ("zero_tol", "certificate_margin", "feasibility_tol", "rank_tol")  # tbat's, BA sampling's solver
 
 

@@ -245,25 +245,3 @@ def deep_update(base: dict, override: Mapping) -> dict:
         else:
             base[key] = plain_copy(value)
     return base
-
-
-NOT_TRUNCATING = ("pure", "temperature")  # decodings that keep every byte: a truth under one has no zeros
-
-
-def support_truth(config: Mapping) -> str | None:
-    """The truth with known support (issue 57): the ground truth of the first `teacher` source where that source
-    writes under a truncating decoding (its conditionals then have exact zeros); None otherwise."""
-    sources = [s for s in config["data"]["sources"] if s["kind"] == "teacher"]
-    decoding = sources[0].get("decoding") if sources else None
-    if decoding is None or decoding["method"] in NOT_TRUNCATING:
-        return None
-    return f"gt-{sources[0]['teacher']}"
-
-
-def support_models(config: Mapping) -> list[str]:
-    """The models whose support recovery is measured against that truth: the family (its MoS members included),
-    then every other ground truth (the proxies); none without such a truth."""
-    truth = support_truth(config)
-    if truth is None:
-        return []
-    return family_models(config) + [gt for gt in ground_truth_models(config) if gt != truth]

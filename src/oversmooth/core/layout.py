@@ -90,11 +90,6 @@ def tbat_path(model: str, kind: str = "positions") -> str:
     return f"{RESULTS}/tbat/{model}" + (".parquet" if kind == "positions" else ".summary.csv")
 
 
-def support_path(model: str, kind: str = "positions") -> str:
-    """Per-position support recovery of a model against the truth with known support, or its `.summary.csv`."""
-    return f"{RESULTS}/support/{model}" + (".parquet" if kind == "positions" else ".summary.csv")
-
-
 def segment_path(model: str, iteration: int) -> str:
     """The state a segment of `model`'s training hands on at `iteration`."""
     return model_path(model, f"segments/{iteration}.pt")
