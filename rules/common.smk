@@ -9,6 +9,7 @@ from oversmooth.core.catalog import (
     ground_truth,
     ground_truth_models,
     is_token_model,
+    linear_head_models,
     main_bottleneck_models,
     sampled_models,
     segment_ends,
@@ -21,6 +22,7 @@ from oversmooth.core.catalog import (
     trained_models,
     training_settings,
 )
+from oversmooth.analysis.bat.sampler import BAT_METHODS
 from oversmooth.analysis.decoding import decoding_settings
 from oversmooth.core.cluster import SCHEDULING_KEYS
 from oversmooth.core.cluster import job_resources as cluster_job_resources
@@ -60,6 +62,8 @@ from oversmooth.workflow.outputs import (
     output,
     outputs_of,
     sample_table_title,
+    support_models,
+    support_truth,
     planned_outputs,
     tbat_table_names,
     token_heads_at,

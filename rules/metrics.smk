@@ -28,3 +28,32 @@ rule oversmoothing_metrics:
         "../envs/torch.yaml"
     script:
         "../workflow/scripts/oversmoothing_metrics.py"
+
+
+# Support recovery (issue 57): each model against the truth with known support (a teacher writing under a truncating
+# decoding), each decoding method over its grid. Only planned where the config has such a truth. A CPU rule; BA-epsilon
+# and BA-eta run the exact BAT solver on the model's head (no torch).
+rule support:
+    input:
+        unpack(support_inputs),
+    output:
+        positions=support_path("{model}"),
+        summary=support_path("{model}", "summary"),
+    wildcard_constraints:
+        model=pattern("bottleneck", "mos", "ground_truth"),
+    params:
+        **library_code("support"),
+        support=support_settings,
+        truth=support_truth(config),
+        bootstrap={k: config["metrics"][k] for k in ("bootstrap", "confidence")},
+        seed=config["seed"],
+    resources:
+        **job_resources("cpu"),
+    log:
+        log_path("support", "{model}"),
+    benchmark:
+        benchmark_path("support", "{model}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/support.py"

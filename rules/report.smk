@@ -26,6 +26,8 @@ localrules:
     figure_godey_rank_loss,
     loss_matched,
     figure_loss_matched,
+    table_support,
+    figure_support,
 
 
 rule table_3_1:
@@ -382,6 +384,42 @@ rule figure_loss_matched:
         "../envs/report.yaml"
     script:
         "../workflow/scripts/figure_loss_matched.py"
+
+
+# Support recovery (issue 57): planned only with a truth with known support (rules/metrics.smk, rule support).
+rule table_support:
+    input:
+        summaries=[support_path(m, "summary") for m in support_models(config)],
+    output:
+        output_files("table_support"),
+    params:
+        **library_code("table_support"),
+        models=support_models(config),
+    log:
+        log_path("report", "table_support"),
+    benchmark:
+        benchmark_path("report", "table_support")
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/table_support.py"
+
+
+rule figure_support:
+    input:
+        table_path("table_support"),
+    output:
+        **output_files("figure_support"),
+    params:
+        **library_code("figure_support"),
+    log:
+        log_path("report", "figure_support"),
+    benchmark:
+        benchmark_path("report", "figure_support")
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/figure_support.py"
 
 
 # The thesis's claims as tests, decided from the tables (oversmooth.reporting.findings; docs/results.md names

@@ -108,3 +108,22 @@ def test_a_findings_table_with_a_long_cell_breaks_it_at_spaces_within_119_charac
     assert any(re.search(r"(^| )test `min( |$)", line) for line in lines), lines
     assert " ".join(" ".join(lines).split()) == ("- **holds**: it levels off beyond k = 64; against gt-smollm2; "
                                                  f"test {test}; runs 3; estimate [interval] 0.0123 [0.0101, 0.0145]")
+
+
+def test_the_support_block_is_the_teacher_run_s_table_with_intervals_and_its_figure(update_docs, tmp_path):
+    (tmp_path / "tables").mkdir()
+    pd.DataFrame([{"model": "bn-4", "method": "pure", "parameter": float("nan"), "false_support_mean": 0.25,
+                   "false_support_ci_low": 0.2, "false_support_ci_high": 0.3, "lost_support_mean": 0.0,
+                   "lost_support_ci_low": 0.0, "lost_support_ci_high": 0.0, "inseparable_mean": 0.5,
+                   "inseparable_ci_low": 0.4, "inseparable_ci_high": 0.6},
+                  {"model": "bn-4", "method": "epsilon", "parameter": 0.003, "false_support_mean": 0.05,
+                   "false_support_ci_low": 0.04, "false_support_ci_high": 0.06, "lost_support_mean": 0.1,
+                   "lost_support_ci_low": 0.09, "lost_support_ci_high": 0.11, "inseparable_mean": float("nan"),
+                   "inseparable_ci_low": float("nan"), "inseparable_ci_high": float("nan")}],
+                 ).to_csv(tmp_path / "tables" / "table_support.csv", index=False)
+    block = update_docs.support_block(tmp_path)
+    assert block.startswith(update_docs.SUPPORT_BEGIN) and block.endswith(update_docs.SUPPORT_END)
+    assert "| bn-4 | pure |  | 0.250 [0.200, 0.300] | 0.000 [0.000, 0.000] | 0.500 [0.400, 0.600] |" in block
+    assert "| bn-4 | epsilon | 0.003 | 0.050 [0.040, 0.060] | 0.100 [0.090, 0.110] |  |" in block
+    assert long_lines(block) == []
+    assert update_docs.support_block(tmp_path / "absent") is None

@@ -12,7 +12,7 @@ from oversmooth.core.provenance import code_fingerprint, imported_modules, libra
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
 FIGURE_SCRIPTS = {"figure_4_2", "figure_4_3", "figure_5_1", "figure_token_heads", "figure_token_quality",
                   "figure_token_bottleneck", "position_figure", "training_figure", "figure_godey_anisotropy",
-                  "figure_godey_rank_loss", "figure_loss_matched"}
+                  "figure_godey_rank_loss", "figure_loss_matched", "figure_support"}
 BAT_MODULES = sorted(path.stem for path in module_file("oversmooth.analysis.bat").parent.glob("*.py")
                      if path.stem != "__init__")  # the BAT solver's modules: settings, polytope, screen, ...
 
@@ -106,8 +106,10 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
 @pytest.mark.parametrize("module, scripts", [
     # the BAT solver (every module of oversmooth.analysis.bat): TBAT, and Table I.1's timings of it; TBAT's job side
     # (its positions, workers and table): the TBAT job alone
-    *[(module, {"tbat", "time_metrics", "table_i_1", "sample"}) for module in BAT_MODULES if module != "sampler"],
-    ("sampler", {"sample"}),  # BAT sampling: the sampling jobs alone, not the teacher's corpus
+    # (and support recovery's BA-epsilon and BA-eta)
+    *[(module, {"tbat", "time_metrics", "table_i_1", "sample", "support"}) for module in BAT_MODULES
+      if module != "sampler"],
+    ("sampler", {"sample", "support"}),  # BAT sampling: the sampling and support jobs, not the teacher's corpus
     ("tbat", {"tbat"}),
     # the metrics' tables: the tables and the figures drawn from them, no metrics, TBAT or quality job, and no
     # sample-quality table or other figure (issue 55: they reached it for its byte frequencies)
@@ -126,7 +128,10 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
     ("metrics", {"oversmoothing_metrics", "time_metrics", "table_i_1", "metrics_table", "loss_matched",
                  "figure_4_2", "figure_4_3", "figure_loss_matched", "figure_token_heads", "position_figure"}),
     # the summaries' statistics (mean, sd, cluster bootstrap): the jobs that summarise per-position values
-    ("summary", {"oversmoothing_metrics", "tbat", "quality"}),
+    ("summary", {"oversmoothing_metrics", "tbat", "quality", "support"}),
+    # support recovery's formulas: its jobs alone; its table module: the table and the findings (not the formulas)
+    ("support", {"support"}),
+    ("support_report", {"table_support", "findings", "token_findings"}),  # the findings module reads its curves
     # the token track: fitting a head, computing the source's states, comparing a head with the full head
     ("tokenfit", {"token_head"}),
     ("tokenstates", {"token_states"}),
@@ -163,7 +168,8 @@ def test_analysis_jobs_do_not_run_plotting_training_or_corpus_code():
 # own branch, to run the head) and the table and figure jobs: torch costs each ~1 CPU-s to import
 TORCH_FREE_SCRIPTS = FIGURE_SCRIPTS | {
     "metrics_table", "quality_table", "sample_table", "table_3_1", "loss_matched", "table_7_3", "table_godey_anisotropy",
-    "table_i_1", "table_b", "findings", "token_findings", "oversmoothing_metrics", "tbat", "time_metrics"}
+    "table_i_1", "table_b", "findings", "token_findings", "oversmoothing_metrics", "tbat", "time_metrics", "support",
+    "table_support"}
 
 
 def script_imports(path: Path, nested: bool = False) -> str:

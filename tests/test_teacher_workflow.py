@@ -24,7 +24,8 @@ TRUTH = Decoding(**SOURCE["decoding"])  # the decoding the teacher writes under:
 @pytest.fixture(scope="module")
 def teacher_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("teacher")
-    targets = ["results/tables/table_4_1.csv", "results/tables/table_5_3.csv", "results/tables/table_findings.csv"]
+    targets = ["results/tables/table_4_1.csv", "results/tables/table_5_3.csv", "results/tables/table_findings.csv",
+               "results/tables/table_support.csv", "results/figures/figure_support.png"]
     dry = snakemake(workdir, "-n", *targets, overrides=[OVERLAY])
     snakemake(workdir, *targets, overrides=[OVERLAY])
     return workdir / "results", dry.stdout + dry.stderr
@@ -125,6 +126,31 @@ def test_the_findings_are_decided_against_the_truth_and_the_proxy(teacher_run):
     assert (findings["id"] == "matched_loss_tbat").sum() == 1
     page = (results / "tables" / "findings.md").read_text()
     assert page.startswith("# The thesis's findings as tests") and page.count("\n| ") == len(findings) + 1
+
+
+def test_support_recovery_measures_each_model_against_the_truth_s_zeros(teacher_run):
+    results, _ = teacher_run
+    table = pd.read_csv(results / "tables" / "table_support.csv")
+    assert {"bn-4", "bn-64", "mos-4", "gt-nanogpt"} <= set(table["model"]) and "gt-teacher" not in set(table["model"])
+    for column in ("false_support_mean", "lost_support_mean"):
+        assert table[column].between(0, 1).all()
+    pure = table[table["method"] == "pure"]
+    assert (pure["lost_support_mean"] == 0).all() and pure["inseparable_mean"].between(0, 1).all()
+    # BA-epsilon and BA-eta on a head W, not on the mixture of softmaxes
+    assert {"ba_epsilon", "ba_eta"} <= set(table[table["model"] == "bn-4"]["method"])
+    assert not table[table["model"] == "mos-4"]["method"].str.startswith("ba_").any()
+    # pure's false support is the model's own mass on the bytes the truth never writes, read from both logits files
+    positions = pd.read_parquet(results / "support" / "bn-4.parquet")
+    pure_rows = positions[positions["method"] == "pure"].set_index(["prompt_id", "position"])
+    model = {(p, q): lp for b in iter_logits(results / "logits" / "bn-4.parquet")
+             for p, q, lp in zip(b.prompt_id, b.position, b.logprobs)}
+    truth = {(p, q): lp for b in iter_logits(results / "logits" / "gt-teacher.parquet")
+             for p, q, lp in zip(b.prompt_id, b.position, b.logprobs)}
+    expected = [np.exp(model[key].astype(np.float64))[np.isneginf(truth[key])].sum() for key in pure_rows.index]
+    np.testing.assert_allclose(pure_rows["false_support"], expected, rtol=1e-5)
+    assert (results / "figures" / "figure_support.pdf").stat().st_size > 0
+    findings = pd.read_csv(results / "tables" / "table_findings.csv")
+    assert {"truncation_cuts_false_support", "support_not_threshold_set"} <= set(findings["id"])
 
 
 def test_a_pretrained_token_teacher_writes_the_corpus_from_its_folder_and_is_the_truth(tmp_path, tiny_token_lm):

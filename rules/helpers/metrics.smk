@@ -16,3 +16,32 @@ def decoding_for(model):
     SVD-imposed head only `svd.decoding` (thesis Tables 7.1, 7.2 and H.1 use pure sampling)."""
     methods = config["svd"]["decoding"] if model.startswith("svd-r") else None
     return decoding_settings(config["decoding"], methods)  # the parameters of these methods alone
+
+
+def support_path(model, kind="positions"):
+    """Per-position support recovery of a model against the truth with known support, or its `.summary.csv` (here,
+    not in oversmooth.core.layout, which every script reaches: a path the scripts never build reruns none of them)."""
+    return f"{RESULTS}/support/{model}" + (".parquet" if kind == "positions" else ".summary.csv")
+
+
+BAT_TOLERANCES = ("zero_tol", "certificate_margin", "feasibility_tol", "rank_tol")  # tbat's, BA sampling's solver
+
+
+def bat_head(model):
+    """Whether `model` has one head matrix W (a softmax of W h) for BA-epsilon and BA-eta: a model trained here
+    that is not a mixture of softmaxes."""
+    return model in linear_head_models(config)
+
+
+def support_inputs(wildcards):
+    """The model's and the truth's logits; the model's checkpoint (its W) where it is BA-decoded."""
+    inputs = {"model": logits_path(wildcards.model), "truth": logits_path(support_truth(config))}
+    return inputs | ({"checkpoint": model_path(wildcards.model, "best.pt")} if bat_head(wildcards.model) else {})
+
+
+def support_settings(wildcards):
+    """`support` with the BA methods left out of the grid of a model without one head matrix, and the BAT solver's
+    tolerances where it has one."""
+    grid = {m: v for m, v in config["support"]["grid"].items() if bat_head(wildcards.model) or m not in BAT_METHODS}
+    bat = {k: config["tbat"][k] for k in BAT_TOLERANCES} if set(grid) & set(BAT_METHODS) else None
+    return {"positions": config["support"]["positions"], "grid": grid, "bat": bat}

@@ -71,7 +71,8 @@ def token_analysis_tables(wildcards):
 
 def findings_inputs(wildcards):
     """The tables the findings are decided from: Tables 4.1 and appendix E's per ground truth, and Tables 7.1 (SVD
-    heads), 5.3 (samples) and the loss-matched table (checkpoints) where the config builds them."""
-    optional = ("table_7_1", "table_5_3", "table_loss_matched")
+    heads), 5.3 (samples), the loss-matched table (checkpoints) and the support table (a truth with known support)
+    where the config builds them."""
+    optional = ("table_7_1", "table_5_3", "table_loss_matched", "table_support")
     names = ["table_4_1", *e_tables()] + [n for n in optional if output(config, n).planned]
     return {name: table_path(name) for name in names}

@@ -12,6 +12,7 @@ from oversmooth.reporting.findings import (
     loss_matched_findings,
     oversmoothing_findings,
     quality_findings,
+    support_findings,
     svd_findings,
 )
 
@@ -31,6 +32,8 @@ with workflow_job(smk.log[0]):
         rows += quality_findings(tables["table_5_3"], confidence, settings["narrow_k"])
     if "table_loss_matched" in tables:
         rows += loss_matched_findings(tables["table_loss_matched"], confidence)
+    if "table_support" in tables:
+        rows += support_findings(tables["table_support"], truth, confidence)
     table = findings_table(rows)
     if truth:
         table["ground_truth"] = table["ground_truth"].str.replace(truth, f"{truth} (the truth)", regex=False)

@@ -308,3 +308,33 @@ def rank_loss_figure(table: pd.DataFrame) -> plt.Figure:
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def figure_support(table: pd.DataFrame) -> plt.Figure:
+    """False against lost support, one curve per decoding method through its grid (pure, the model's own
+    distribution, is each curve's point at no lost support), one panel per model, the intervals of false support as
+    bars."""
+    pure = table[table["method"] == "pure"]
+    curves = [pd.concat([pure, table[table["method"] == method]]).assign(curve=METHOD_LABELS.get(method, method))
+              for method in dict.fromkeys(table["method"]) if method != "pure"]
+    data = pd.concat(curves, ignore_index=True).sort_values(["model", "curve", "lost_support_mean"])
+    models = list(dict.fromkeys(table["model"]))
+    grid = sns.FacetGrid(data, col="model", col_order=models, col_wrap=min(3, len(models)), height=3.4, aspect=1.15,
+                         hue="curve", sharex=False, sharey=False)
+    grid.map_dataframe(sns.lineplot, x="lost_support_mean", y="false_support_mean", marker="o", sort=False,
+                       estimator=None, markersize=4)
+    for ax, model in zip(grid.axes.flat, models):
+        rows = data[data["model"] == model]
+        ax.errorbar(rows["lost_support_mean"], rows["false_support_mean"],
+                    yerr=[rows["false_support_mean"] - rows["false_support_ci_low"],
+                          rows["false_support_ci_high"] - rows["false_support_mean"]],
+                    fmt="none", ecolor="grey", alpha=0.4, lw=0.8)
+        separable = pure[pure["model"] == model]["inseparable_mean"]
+        if len(separable) and np.isfinite(separable.iloc[0]):
+            ax.set_title(f"{model} (no threshold separates: {separable.iloc[0]:.0%})", fontsize=9)
+        else:
+            ax.set_title(model, fontsize=9)
+    grid.add_legend(title="method")
+    grid.set_axis_labels("lost support (truth mass removed)", "false support (mass on truth zeros)")
+    grid.figure.suptitle("Support recovery against the truth: false against lost support per decoding method", y=1.03)
+    return grid.figure

@@ -22,6 +22,7 @@ import pandas as pd
 from oversmooth.core.catalog import TOKEN_HEAD_KINDS, TOKEN_REFERENCE, bottleneck_of, is_token_model, token_head_parts
 from oversmooth.core.labels import METHOD_LABELS
 from oversmooth.data.bytenames import VOCAB_SIZE
+from oversmooth.reporting.support_report import at_lost_support, common_levels, curve
 
 HOLDS, FAILS, UNDECIDED = "holds", "fails", "undecided"
 FINDINGS_COLUMNS = ["id", "claim", "ground_truth", "test", "runs", "estimate", "ci_low", "ci_high", "verdict",
@@ -269,6 +270,83 @@ def loss_matched_findings(table: pd.DataFrame, confidence: float, method: str = 
         pairs.append(_row("matched_loss_tbat", "at matched loss a narrower bottleneck has more TBAT", "-",
                           f"TBAT({reached[0]}) - TBAT({reached[-1]}) {loss} > 0", [narrow, wide], confidence))
     return [least_favourable(pairs, "every matched loss")] if pairs else []
+
+
+def _support_term(table: pd.DataFrame, model: str, method: str, parameter: float, metric: str,
+                  weight: float = 1.0) -> Term:
+    """One row of the support table (`model`, `method` at `parameter`; NaN for pure) as a term."""
+    rows = table[(table["model"] == model) & (table["method"] == method)]
+    row = rows[rows["parameter"].isna()] if math.isnan(parameter) else rows[rows["parameter"] == parameter]
+    row = row.iloc[0]
+    label = f"{method}{'' if math.isnan(parameter) else f' {parameter:g}'} | {model}"
+    return Term(label, float(row[f"{metric}_mean"]), float(row[f"{metric}_ci_low"]), float(row[f"{metric}_ci_high"]),
+                weight, runs_of(model))
+
+
+def support_findings(table: pd.DataFrame, truth: str, confidence: float, n_levels: int = 5) -> list[dict]:
+    """Support recovery against the truth with known support (issue 57), from the support table, on the family's
+    rows (bottlenecks, MoS):
+    - every truncation method puts less mass on the truth's zeros than pure sampling (Hewitt et al. 2022): per
+      method, false support(pure) - false support(method at v), the least favourable over the models and the grid's
+      values v at which the method removes anything (a value that keeps every byte everywhere is pure);
+    - the truth's support is not a threshold set of the model's distribution at a nonzero share of positions (the
+      thesis's §2.3): the inseparable share of the widest bottleneck (the least favourable of the bottlenecks: the
+      smallest share) > 0; and it grows as k shrinks: its narrowest bottleneck's minus its widest's;
+    - at matched lost support BA-epsilon keeps less false support than epsilon, and BA-eta than eta (Finlayson et
+      al. 2024), per bottleneck: false(epsilon) - false(BA-epsilon) at `n_levels` lost-support levels spread over
+      the range both curves cover (each curve interpolated between its grid points), the least favourable level; no
+      row for a bottleneck whose two curves share no range of lost support (widen the grids)."""
+    family = [m for m in dict.fromkeys(table["model"]) if m.startswith(("bn-", "mos-"))]
+    rows = []
+    pure = table[table["method"] == "pure"].set_index("model")
+    for method in [m for m in dict.fromkeys(table["method"]) if m != "pure"]:
+        pairs = []
+        for model in family:
+            points = table[(table["model"] == model) & (table["method"] == method)]
+            for parameter, lost, false in zip(points["parameter"], points["lost_support_mean"],
+                                              points["false_support_mean"]):
+                if lost == 0 and false == pure.loc[model, "false_support_mean"]:
+                    continue  # keeps every byte at every position: pure itself
+                pairs.append(_row("truncation_cuts_false_support",
+                                  f"{METHOD_LABELS[method]} puts less mass on the truth's zeros than pure sampling",
+                                  truth, f"false({method} {parameter:g} | {model}) < false(pure | {model})",
+                                  [_support_term(table, model, "pure", math.nan, "false_support"),
+                                   _support_term(table, model, method, parameter, "false_support", -1.0)],
+                                  confidence))
+        if pairs:
+            rows.append(least_favourable(pairs, "every model and grid value"))
+    ks = {bottleneck_of(m): m for m in family if m.startswith("bn-") and m[3:].isdigit()}
+    measured = {k: m for k, m in ks.items() if pd.notna(pure.loc[m, "inseparable_mean"])}
+    if measured:
+        shares = [_row("support_not_threshold_set", "the truth's support is not a threshold set of the model's "
+                       "distribution at a nonzero share of positions", truth, f"inseparable share({m}) > 0",
+                       [_support_term(table, m, "pure", math.nan, "inseparable")], confidence)
+                  for m in measured.values()]
+        rows.append(least_favourable(shares, "every bottleneck"))
+        narrow, wide = measured[min(measured)], measured[max(measured)]
+        if narrow != wide:
+            rows.append(_row("inseparable_grows_as_k_shrinks", "the share grows as k shrinks", truth,
+                             f"inseparable share({narrow}) - inseparable share({wide}) > 0",
+                             [_support_term(table, narrow, "pure", math.nan, "inseparable"),
+                              _support_term(table, wide, "pure", math.nan, "inseparable", -1.0)], confidence))
+    for bat, plain in (("ba_epsilon", "epsilon"), ("ba_eta", "eta")):
+        for k, model in sorted(ks.items()):
+            plain_curve, bat_curve = curve(table, model, plain), curve(table, model, bat)
+            if not (bat_curve["method"] == bat).any() or not (plain_curve["method"] == plain).any():
+                continue
+            levels = common_levels(plain_curve, bat_curve, n_levels)
+            plain_at, bat_at = at_lost_support(plain_curve, levels), at_lost_support(bat_curve, levels)
+            pairs = [_row("bat_keeps_less_false_support",
+                          f"at matched lost support {METHOD_LABELS[bat]} keeps less false support than "
+                          f"{METHOD_LABELS[plain]}", truth,
+                          f"false({plain} | {model}) - false({bat} | {model}) at lost support {level:.3g} > 0",
+                          [Term(f"{plain} | {model} at {level:.3g}", p.mean, p.ci_low, p.ci_high, 1.0, runs_of(model)),
+                           Term(f"{bat} | {model} at {level:.3g}", b.mean, b.ci_low, b.ci_high, -1.0,
+                                runs_of(model))], confidence)
+                     for level, p, b in zip(levels, plain_at.itertuples(), bat_at.itertuples())]
+            if pairs:  # none where the curves share no range of lost support (a grid too short to match them)
+                rows.append(least_favourable(pairs, "every matched lost support"))
+    return rows
 
 
 def token_heads_by_kind(table: pd.DataFrame, column: str) -> dict[str, dict[int, str]]:

@@ -102,6 +102,9 @@ SHOWS = {
     "table_token_findings": "the token track's claims on a real LM's head as tests: estimate, CI, verdict",
     "token_findings": "the token track's findings table as a page",
     "figure_loss_matched": "oversmoothing against validation loss along training",
+    "table_support": "support recovery against the truth with known support: false and lost support of each decoding "
+                     "method over its grid, and the share of positions no threshold can separate",
+    "figure_support": "false against lost support, a curve per decoding method, a panel per model",
     "figure_4_1": "every model's next-byte distribution at one position",
     "figure_4_2": "mean NSMD per target byte, most and least bottlenecked model",
     "figure_4_3": "argmax frequencies of each model's next-byte distributions",
@@ -332,6 +335,37 @@ def _training_outputs(config: Mapping) -> list[Output]:
                                      ("figure_loss_matched", FIGURE, "figure_loss_matched"))]
 
 
+NOT_TRUNCATING = ("pure", "temperature")  # decodings that keep every byte: a truth under one has no zeros
+
+
+def support_truth(config: Mapping) -> str | None:
+    """The truth with known support (issue 57): the ground truth of the first `teacher` source where that source
+    writes under a truncating decoding (its conditionals then have exact zeros); None otherwise."""
+    sources = [s for s in config["data"]["sources"] if s["kind"] == "teacher"]
+    decoding = sources[0].get("decoding") if sources else None
+    if decoding is None or decoding["method"] in NOT_TRUNCATING:
+        return None
+    return f"gt-{sources[0]['teacher']}"
+
+
+def support_models(config: Mapping) -> list[str]:
+    """The models whose support recovery is measured against that truth: the family (its MoS members included),
+    then every other ground truth (the proxies); none without such a truth."""
+    truth = support_truth(config)
+    if truth is None:
+        return []
+    return family_models(config) + [gt for gt in ground_truth_models(config) if gt != truth]
+
+
+def _support_outputs(config: Mapping) -> list[Output]:
+    """Support recovery (issue 57; Hewitt et al. 2022, Finlayson et al. 2024, thesis §2.3): only with a truth with
+    known support (a teacher writing under a truncating decoding)."""
+    models = tuple(support_models(config))
+    return [Output(name, kind, name, "Hewitt et al. 2022; Finlayson et al. 2024; thesis §2.3", OVERSMOOTHING, name,
+                   ("support",), models, planned=bool(models))
+            for name, kind in (("table_support", TABLE), ("figure_support", FIGURE))]
+
+
 def _figures(config: Mapping) -> list[Output]:
     """Figures 4.1-4.3, 5.1, 7.1 and the token track's."""
     gts, svd = ground_truth_models(config), svd_models(config)
@@ -377,7 +411,8 @@ def registered_outputs(config: Mapping) -> list[Output]:
     """Every table and figure the pipeline knows, those `config` does not build included (`planned` False), tables
     first."""
     return [*_model_outputs(config), *_metrics_outputs(config), *_exact_outputs(config), *_quality_outputs(config),
-            *_rank_outputs(config), *_training_outputs(config), *_findings_outputs(config), *_figures(config)]
+            *_rank_outputs(config), *_training_outputs(config), *_support_outputs(config), *_findings_outputs(config),
+            *_figures(config)]
 
 
 TABLE_BEGIN = "<!-- outputs-table:begin (generated from oversmooth.workflow.outputs by `make docs`) -->"
