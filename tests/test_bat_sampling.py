@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
+from workflow_helpers import min_q_i_by_interior_point
 
 from oversmooth.analysis.bat.result import BATResult
 from oversmooth.analysis.bat.sampler import (
@@ -250,3 +251,29 @@ def test_the_smoke_run_samples_bat_methods_where_a_head_is_one_softmax_and_logs_
     line = next(line for line in log.splitlines() if "ba_epsilon" in line and "solver questions" in line)
     questions = int(re.search(r"\(\d+ of (\d+) drawn tokens rejected\)", line).group(1))
     assert "tokens/s" in line and questions > 0  # bn-4's bytes are all below 0.0034: each draw asks the solver
+
+
+@pytest.mark.workflow
+def test_the_full_heads_verdicts_on_drawn_tokens_are_the_definitions(smoke_run):
+    """SmolLM2's own head (49,152 x 576) at an evaluation state, BA-epsilon's threshold (3e-4): a token drawn below
+    it in proportion to p and the lightest one a draw reaches (p > 1e-7), each decided as the sampler asks, against
+    the definition's LP over every token (a point of P with q_i = 0, or a dual bound above zero_tol)."""
+    from oversmooth.analysis.bat.polytope import row_basis
+    from oversmooth.analysis.tokenheads import output_weight, sampled_state_rows
+    from oversmooth.models.causallm import load_causal_lm
+
+    results = smoke_run[1] / "results"
+    head = output_weight(load_causal_lm(results / "data" / "smollm2")[0])
+    W = head.double().numpy()
+    logprobs = sampled_state_rows(head, results / "tokens" / "eval.states.parquet", 1, seed=7).logprobs[0]
+    p, threshold = np.exp(logprobs) / np.exp(logprobs).sum(), 3e-4
+    Q = row_basis(W, TBATSettings().rank_tol)
+    sampler = BATSampler(W, basis=Q)
+    below = np.flatnonzero((p < threshold) & (p > 1e-7))
+    drawn = np.random.default_rng(0).choice(below, p=p[below] / p[below].sum())
+    verdicts = []
+    for token in (drawn, below[np.argmin(p[below])]):
+        q_i, bound = min_q_i_by_interior_point(Q, p, int(token), threshold)
+        verdicts.append(sampler.is_rejected(p, int(token), threshold))
+        assert q_i <= 1e-9 if verdicts[-1] else bound > 1e-9, token
+    assert verdicts == [False, True]  # kept, rejected

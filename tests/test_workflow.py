@@ -18,6 +18,7 @@ from workflow_helpers import (
     SNAKEMAKE,
     follow_advice,
     jobs_an_edit_reruns,
+    min_q_i_by_interior_point,
     planned_jobs,
     planned_rules,
     repo_config,
@@ -832,21 +833,6 @@ def test_the_token_track_s_tbat_over_the_whole_vocabulary_equals_the_definition_
     chosen = np.concatenate([np.flatnonzero(~result.rejected), np.random.default_rng(0).choice(candidates, 10, replace=False)])
     expected, failures = bat_reject_set(p / p.sum(), W, tokens=chosen)
     assert not failures and np.array_equal(expected[chosen], result.rejected[chosen])
-
-
-def min_q_i_by_interior_point(Q: np.ndarray, p: np.ndarray, i: int, threshold: float = 0.2) -> tuple[float, float]:
-    """The definition's LP for token i (min q_i over q in [0, u] with A q = A p; Q: A's orthonormal rows) over every
-    token, by the dense interior-point method: (q_i of a point it found in P, a lower bound on min q_i from its
-    duals). Either settles i against zero_tol: a point of P with q_i <= zero_tol, or a bound above it."""
-    from oversmooth.analysis.bat.lp import interior_point
-
-    u = p / (1 - threshold)
-    A, b, cost = Q * u, Q @ p, np.zeros(len(p))  # the columns scaled to [0, 1]: q = u x
-    cost[i] = 1.0
-    x, y, _ = interior_point(A, b, cost, 1e-10)
-    q = u * x
-    assert np.abs(Q @ q - b).max() <= 1e-9 and q.min() >= 0 and (q - u).max() <= 0  # a point of P
-    return q[i], u[i] * (y @ b + np.minimum(0.0, cost - A.T @ y).sum())  # weak duality, over every token
 
 
 @pytest.mark.workflow

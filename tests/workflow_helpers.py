@@ -1,5 +1,6 @@
 """Running Snakemake on config/smoke.yaml from the tests, following the commands its errors advise, and reading
-what it planned or ran."""
+what it planned or ran; and the oracles several test files share (old modules, the BAT definition over a large
+vocabulary)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from oversmooth.workflow.config import load_config
@@ -149,3 +151,18 @@ def module_at(revision: str, path: str):
     shared = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(shared)
     return shared.module_at(revision, path)
+
+
+def min_q_i_by_interior_point(Q: np.ndarray, p: np.ndarray, i: int, threshold: float = 0.2) -> tuple[float, float]:
+    """The definition's LP for token i (min q_i over q in [0, u] with A q = A p; Q: A's orthonormal rows) over every
+    token, by the dense interior-point method: (q_i of a point it found in P, a lower bound on min q_i from its
+    duals). Either settles i against zero_tol: a point of P with q_i <= zero_tol, or a bound above it."""
+    from oversmooth.analysis.bat.lp import interior_point
+
+    u = p / (1 - threshold)
+    A, b, cost = Q * u, Q @ p, np.zeros(len(p))  # the columns scaled to [0, 1]: q = u x
+    cost[i] = 1.0
+    x, y, _ = interior_point(A, b, cost, 1e-10)
+    q = u * x
+    assert np.abs(Q @ q - b).max() <= 1e-9 and q.min() >= 0 and (q - u).max() <= 0  # a point of P
+    return q[i], u[i] * (y @ b + np.minimum(0.0, cost - A.T @ y).sum())  # weak duality, over every token
