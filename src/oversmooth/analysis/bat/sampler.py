@@ -88,9 +88,9 @@ class BATSampler:
         self.blas = threadpoolctl.ThreadpoolController()
 
     def one_blas_thread(self):
-        """NumPy's BLAS on one thread while the solver runs (a context): a sampling job's threads are torch's, and
-        the solver's products on two threads beside them took 36 s a question at SmolLM2's full head against 1-7 s
-        (the TBAT jobs' reason too: `oversmooth.analysis.tbat.one_blas_thread`)."""
+        """NumPy's BLAS on one thread while the solver runs (a context), as in TBAT's workers
+        (`oversmooth.analysis.tbat.one_blas_thread`: the polish's products on two threads of two busy cores took 14
+        times as long); a sampling job's threads are torch's."""
         return self.blas.limit(limits=1, user_api="blas")
 
     def restart(self) -> SamplingStats:
