@@ -260,12 +260,14 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
     ("generation.quality", "def words(", {"quality", "quality_table", "figure_token_quality", "findings"}),
     # plotting code: the figures and nothing else
     ("reporting.figures", "def figure_4_2(", FIGURE_RULES),
-    # the TBAT solver: TBAT, Table I.1's timings of it, and the tables that show TBAT (4.1, E.7, E.8, the
-    # loss-matched table), the findings read from them and the token track's figure of them; no metrics, quality or
-    # model
+    # the BAT solver: TBAT, Table I.1's timings of it, and the tables that show TBAT (4.1, E.7, E.8, the
+    # loss-matched table), the findings read from them and the token track's figure of them; and BAT sampling's
+    # jobs (every sample job: the sampling script binds it) with the quality jobs and tables that read the samples;
+    # no metrics or model
     ("analysis.bat.solver", "class BATSolver",
      {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "figure_loss_matched", "findings",
-      "token_findings", "figure_token_bottleneck"}),
+      "token_findings", "figure_token_bottleneck", "sample", "quality", "quality_table", "sample_table",
+      "figure_5_1", "figure_token_quality"}),
     # a metric's formula: the metrics, their timings, and the tables and figures of their summaries; no sample-quality
     # table, training or other figure (issue 55: quality_table, sample_table, training_figure and four figures
     # reached the formulas through `metrics_report`'s byte frequencies)
