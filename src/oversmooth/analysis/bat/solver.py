@@ -59,12 +59,9 @@ class BATSolver:
             return BATResult(p == 0, stats={"full_rank": True})
         P = self.polytope(p, s)
         # Every q in P has q_i <= u_i: where u_i <= zero_tol, q = p itself is a witness (mass 0 to TBAT's precision)
-        zero = P.u <= s.zero_tol
-        if asked is not None:
-            zero &= asked_mask(self.V, asked)
-        undecided = (p <= s.threshold + 1e-12) & ~zero
-        if asked is not None:
-            undecided &= asked_mask(self.V, asked)
+        considered = True if asked is None else asked_mask(self.V, asked)
+        zero = (P.u <= s.zero_tol) & considered
+        undecided = (p <= s.threshold + 1e-12) & ~zero & considered
         rejected = zero.copy()
         result = BATResult(rejected)
         if undecided.any():
