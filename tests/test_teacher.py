@@ -156,6 +156,23 @@ def test_a_token_teacher_writes_text_whose_truth_is_the_marginal_that_drew_it(ti
     assert bits.tolist() == pytest.approx([-r["logprob"] / math.log(2) / 15 for r in rows], abs=1e-4)
 
 
+
+def test_a_token_teacher_under_a_truncation_writes_from_its_truncated_marginal(tiny_token_lm):
+    # config/thesis-teacher.yaml: SmolLM2's marginal under epsilon. The stepper the teacher job takes
+    # (stepper_for(DecodedByteLM)) draws from the truncated marginal, and every reading of the truth gives each
+    # document's log-probability back, with no drawn byte outside the truth's support
+    from oversmooth.models.tokenmarginal import load_token_byte_lm
+
+    truth = DecodedByteLM(load_token_byte_lm("gt-tiny", tiny_token_lm), Decoding("epsilon", epsilon=0.01))
+    stepper = stepper_for(truth)
+    rows = list(iter_documents(stepper, TeacherSpec(documents=3, document_bytes=16, batch_size=2), "gt-tiny", 5))
+    assert stepper.truncation()["share_with_zero"] > 0.5  # the truncation cut bytes at most drawn positions
+    x = torch.tensor([list(r["text"]) for r in rows])
+    logprobs = truth.next_byte_outputs(x[:, :-1], outputs_from=[0] * 3).logprobs.double()
+    drawn = logprobs.gather(-1, x[:, 1:, None]).squeeze(-1)
+    assert torch.isfinite(drawn).all() and bool(torch.isneginf(logprobs).any())
+    assert drawn.sum(-1).tolist() == pytest.approx([r["logprob"] for r in rows], abs=1e-4)
+
 # ---------------------------------------------------------------------------------------------------------------
 # A truth with known support: the teacher under a decoding (issue 57)
 
