@@ -140,6 +140,16 @@ def byte_sampling_methods(config: Mapping, model: str) -> list[str]:
     return [*methods, *config["decoding"].get("bat_methods", [])]
 
 
+def byte_bat_methods(config: Mapping, model: str) -> list[str]:
+    """The BAT sampling methods (`decoding.bat_methods`) of a byte model: those `byte_sampling_methods` gives it, for
+    its samples, its metrics (rule bat_decode's rows) and its TBAT alike; none for the token track's heads, whose
+    metrics would need a reject set over 49,152 tokens a position."""
+    if is_token_model(model):
+        return []
+    bat = set(config["decoding"].get("bat_methods", []))
+    return [m for m in byte_sampling_methods(config, model) if m in bat]
+
+
 def svd_source(config: Mapping) -> str:
     """The model whose head the SVD models truncate: `svd.source`, else the widest bottleneck."""
     return config["svd"]["source"] or bottleneck_name(max(config["bottlenecks"]))
