@@ -4,6 +4,7 @@
 
 from oversmooth.core.catalog import (
     bottleneck_models,
+    byte_bat_methods,
     byte_sampling_methods,
     family_models,
     ground_truth,

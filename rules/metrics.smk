@@ -30,6 +30,35 @@ rule oversmoothing_metrics:
         "../workflow/scripts/oversmoothing_metrics.py"
 
 
+# BA-epsilon and BA-eta (decoding.bat_methods) of a byte model with one head matrix W, at `metrics.bat_positions`
+# seeded positions (TBAT's choice of rows): an exact BAT reject set a row, too costly for every evaluation position.
+# Its metrics jobs, against every ground truth, read these rows. A CPU rule; the solver reads W without torch.
+rule bat_decode:
+    input:
+        logits=logits_path("{model}"),
+        checkpoint=model_path("{model}", "best.pt"),
+    output:
+        decoded_path("{model}"),
+    wildcard_constraints:
+        model=pattern("bottleneck", "checkpoint"),
+    params:
+        **library_code("bat_decode"),
+        decoding=lambda w: decoding_settings(config["decoding"], byte_bat_methods(config, w.model)),
+        positions=config["metrics"]["bat_positions"],
+        bat={k: config["tbat"][k] for k in BAT_TOLERANCES},
+        seed=config["seed"],
+    resources:
+        **job_resources("cpu"),
+    log:
+        log_path("decoded", "{model}"),
+    benchmark:
+        benchmark_path("decoded", "{model}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/bat_decode.py"
+
+
 # Support recovery (issue 57): each model against the truth with known support (a teacher writing under a truncating
 # decoding), each decoding method over its grid. Only planned where the config has such a truth. A CPU rule; BA-epsilon
 # and BA-eta run the exact BAT solver on the model's head (no torch).

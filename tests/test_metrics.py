@@ -180,12 +180,13 @@ def test_a_truncated_truth_equals_the_definitions(seed):
 
 
 def test_docs_document_the_parquet_schemas(repo):
+    from oversmooth.analysis.decodedrows import decoded_schema
     from oversmooth.analysis.metrics import POSITION_SCHEMA
     from oversmooth.extraction.logit_tables import LOGITS_SCHEMA, hidden_schema
 
     readme = (repo / "docs" / "stages.md").read_text()
     hidden = hidden_schema(7, 3)
-    for schema in (LOGITS_SCHEMA, hidden, POSITION_SCHEMA):
+    for schema in (LOGITS_SCHEMA, hidden, POSITION_SCHEMA, decoded_schema(256)):
         for field in schema:
             documented = str(field.type).replace("[7]", "[d]").replace("[3]", "[k]")
             assert f"| `{field.name}` | `{documented}` |" in readme, field.name

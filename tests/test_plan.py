@@ -135,3 +135,24 @@ def test_the_pilot_s_plan_stays_within_4_gpu_hours_and_splits_its_trainings(caps
     # 3 k x 2 seeds and the MoS member in 3 jobs of 2,000 steps each, the ground truth in 4; 6 checkpoints; the
     # token track's 6 heads (their benchmarks sit in the train folder)
     assert int(train[1]) == 7 * 3 + 4 + 6 + 6
+
+
+def test_ba_methods_are_priced_in_bat_decode_metrics_and_tbat_at_their_positions_none_at_full_rank(tmp_path):
+    planner = _planner(tmp_path, "decoding: {bat_methods: [ba_epsilon, ba_eta]}\nmetrics: {bat_positions: 50}\n"
+                                 "tbat: {positions: 20}\n")
+    startup, rate = Costs().startup_s, Costs().bat_decode_s_per_position
+    assert rate == 0.03 and Costs().tbat_s_per_position == 1.6e-3
+    # two BA methods x 50 positions at 0.03 s x sqrt(k / 4): bn-16 twice bn-4's rate, bn-256 (full rank) none
+    assert planner.job("bat_decode", {"model": "bn-4"}).cpu_h == pytest.approx((2 * 50 * 0.03 + startup) / 3600)
+    assert planner.job("bat_decode", {"model": "bn-16"}).cpu_h == pytest.approx((2 * 50 * 0.06 + startup) / 3600)
+    assert planner.job("bat_decode", {"model": "bn-256"}).cpu_h == pytest.approx(startup / 3600)
+    assert planner.job("bat_decode", {"model": "bn-4"}).disk_gb == pytest.approx(2 * 50 * 256 * 8 / 1e9)
+    # TBAT: 5 + 2 methods at 20 positions, and the BA reject sets at those 20 positions
+    tbat = planner.job("tbat", {"model": "bn-16"}).cpu_h
+    assert tbat == pytest.approx((20 * 7 * 1.6e-3 * 2 + 2 * 20 * 0.06 + startup) / 3600)
+    # the metrics: 5 methods at every position (config.yaml: 16 prompts x 400) and BA's 2 at 50; MoS has no BA
+    positions = planner.config["eval"]["n_prompts"] * planner.config["eval"]["window"]
+    rows = {"bn-4": positions * 5 + 50 * 2, "mos-4": positions * 5}
+    for model, n in rows.items():
+        cost = planner.job("oversmoothing_metrics", {"model": model, "gt": "gt-nanogpt"})
+        assert cost.cpu_h == pytest.approx((n * Costs().metrics_s_per_position + startup) / 3600), model

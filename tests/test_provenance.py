@@ -106,10 +106,12 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
 @pytest.mark.parametrize("module, scripts", [
     # the BAT solver (every module of oversmooth.analysis.bat): TBAT, and Table I.1's timings of it; TBAT's job side
     # (its positions, workers and table): the TBAT job alone
-    # (and support recovery's BA-epsilon and BA-eta)
-    *[(module, {"tbat", "time_metrics", "table_i_1", "sample", "support"}) for module in BAT_MODULES
+    # (and BA-epsilon and BA-eta: support recovery's, the metrics' decoded rows, TBAT after them)
+    *[(module, {"tbat", "time_metrics", "table_i_1", "sample", "support", "bat_decode"}) for module in BAT_MODULES
       if module != "sampler"],
-    ("sampler", {"sample", "support"}),  # BAT sampling: the sampling and support jobs, not the teacher's corpus
+    # BAT sampling: the sampling and support jobs, the BA rows of the metrics and TBAT after BA, not the teacher's
+    # corpus, and not the metrics jobs, which read the decoded rows
+    ("sampler", {"sample", "support", "bat_decode", "tbat"}),
     ("tbat", {"tbat"}),
     # the metrics' tables: the tables and the figures drawn from them, no metrics, TBAT or quality job, and no
     # sample-quality table or other figure (issue 55: they reached it for its byte frequencies)
@@ -127,6 +129,11 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
     # reached it through `metrics_report`)
     ("metrics", {"oversmoothing_metrics", "time_metrics", "table_i_1", "metrics_table", "loss_matched",
                  "figure_4_2", "figure_4_3", "figure_loss_matched", "figure_token_heads", "position_figure"}),
+    # the decoded rows' file (BA's, at a sample of positions): the job that writes them and whatever reaches the
+    # metrics, which read them
+    ("decodedrows", {"bat_decode", "oversmoothing_metrics", "time_metrics", "table_i_1", "metrics_table",
+                     "loss_matched", "figure_4_2", "figure_4_3", "figure_loss_matched", "figure_token_heads",
+                     "position_figure"}),
     # the summaries' statistics (mean, sd, cluster bootstrap): the jobs that summarise per-position values
     ("summary", {"oversmoothing_metrics", "tbat", "quality", "support"}),
     # support recovery's formulas: its jobs alone; its table module: the table and the findings (not the formulas)
@@ -169,7 +176,7 @@ def test_analysis_jobs_do_not_run_plotting_training_or_corpus_code():
 TORCH_FREE_SCRIPTS = FIGURE_SCRIPTS | {
     "metrics_table", "quality_table", "sample_table", "table_3_1", "loss_matched", "table_7_3", "table_godey_anisotropy",
     "table_i_1", "table_b", "findings", "token_findings", "oversmoothing_metrics", "tbat", "time_metrics", "support",
-    "table_support"}
+    "table_support", "bat_decode"}
 
 
 def script_imports(path: Path, nested: bool = False) -> str:

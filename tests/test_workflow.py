@@ -67,7 +67,7 @@ def test_dry_run_lists_every_rule(smoke_run):
         "anisotropy", "table_godey_anisotropy", "figure_godey_anisotropy", "rank_constrained_head",
         "figure_godey_rank_loss", "checkpoint_model", "loss_matched", "figure_loss_matched",
         "token_states", "token_head", "figure_token_heads", "token_prompts", "figure_token_quality", "findings",
-        "figure_token_bottleneck", "token_findings", "all",
+        "figure_token_bottleneck", "token_findings", "bat_decode", "all",
     }
     assert planned_rules(dry_output) == expected
 
@@ -112,7 +112,7 @@ def test_changing_one_bottleneck_reruns_only_that_model_and_its_descendants(smok
         "time_metrics", "table_i_1", "sample", "quality", "quality_table", "sample_table", "figure_5_1",
         "effective_rank", "table_7_3", "anisotropy", "table_godey_anisotropy", "figure_godey_anisotropy",
         "rank_constrained_head", "figure_godey_rank_loss", "checkpoint_model", "loss_matched", "figure_loss_matched",
-        "findings", "all",
+        "findings", "bat_decode", "all",
     }  # no svd_model: the SVD heads come from bn-64, the widest bottleneck; no ngram_rank: the data is unchanged
     assert "wildcards: model=bn-4" in output
     assert "model=bn-64" not in output and "model=gt-nanogpt" not in output
@@ -134,7 +134,7 @@ def test_changing_a_prompt_setting_reruns_the_prompts_and_their_readers_not_trai
         "sample", "quality", "quality_table", "sample_table", "figure_5_1", "effective_rank", "table_7_3",
         "anisotropy", "table_godey_anisotropy", "figure_godey_anisotropy", "loss_matched", "figure_loss_matched",
         "token_states", "figure_token_heads", "figure_token_bottleneck", "findings", "token_findings",
-        "all",
+        "bat_decode", "all",
     }
 
 
@@ -263,11 +263,11 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
     # the BAT solver: TBAT, Table I.1's timings of it, and the tables that show TBAT (4.1, E.7, E.8, the
     # loss-matched table), the findings read from them and the token track's figure of them; and BAT sampling's
     # jobs (every sample job: the sampling script binds it) with the quality jobs and tables that read the samples;
-    # no metrics or model
+    # and the bottlenecks' BA-decoded rows (bat_decode) with the metrics jobs that read them and Figure 4.2; no model
     ("analysis.bat.solver", "class BATSolver",
      {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "figure_loss_matched", "findings",
       "token_findings", "figure_token_bottleneck", "sample", "quality", "quality_table", "sample_table",
-      "figure_5_1", "figure_token_quality"}),
+      "figure_5_1", "figure_token_quality", "bat_decode", "oversmoothing_metrics", "figure_4_2"}),
     # a metric's formula: the metrics, their timings, and the tables and figures of their summaries; no sample-quality
     # table, training or other figure (issue 55: quality_table, sample_table, training_figure and four figures
     # reached the formulas through `metrics_report`'s byte frequencies)
@@ -496,6 +496,43 @@ def test_tbat_of_a_trained_model_equals_the_definition_at_real_positions(smoke_r
         assert not failures
         assert np.array_equal(solver.reject_set(p).rejected, expected)
         assert pure.loc[i, "tbat"] == pytest.approx(p[expected].sum(), abs=1e-9)
+
+
+@pytest.mark.workflow
+def test_the_bottlenecks_ba_metrics_are_the_decoded_rows_at_tbats_positions_and_tbat_follows_ba(smoke_run):
+    """config/smoke.yaml: bat_methods [ba_epsilon, ba_eta], metrics.bat_positions = tbat.positions = 24."""
+    from oversmooth.analysis.decodedrows import read_decoded_rows
+    from oversmooth.analysis.metrics import METRICS, oversmoothing_against, reference_terms
+    from oversmooth.extraction.logit_tables import sampled_logit_rows
+
+    _, workdir, _ = smoke_run
+    results = workdir / "results"
+    truth = sampled_logit_rows(results / "logits" / "gt-nanogpt.parquet", 24, 7)  # the smoke's seed
+    reference = reference_terms(truth.logprobs.astype(np.float64), 0.9)
+    for model in ("bn-4", "bn-64", "bn-4-s8"):
+        decoded = read_decoded_rows(results / "decoded" / f"{model}.parquet")
+        tbat = pq.read_table(results / "tbat" / f"{model}.parquet").to_pandas()
+        metrics = pq.read_table(results / "metrics" / f"{model}__gt-nanogpt.parquet").to_pandas()
+        summary = pd.read_csv(results / "metrics" / f"{model}__gt-nanogpt.summary.csv")
+        for method in ("ba_epsilon", "ba_eta"):
+            rows = decoded.method == method
+            assert (decoded.prompt_id[rows] == truth.prompt_id).all() and (decoded.position[rows] == truth.position).all()
+            after = tbat[tbat["method"] == method]  # TBAT after BA, at TBAT's own (the same) positions
+            assert len(after) == 24 and not after["failed"].any() and after["tbat"].between(0, 1 + 1e-9).all(), model
+            got = metrics[metrics["method"] == method].sort_values(["prompt_id", "position"])
+            assert len(got) == 24 and (got["position"].to_numpy() == truth.position).all(), model
+            expected = oversmoothing_against(decoded.logprobs[rows], reference, 1e-6)
+            for name in METRICS:
+                np.testing.assert_allclose(got[name].to_numpy(), expected[name], rtol=1e-12, atol=1e-15,
+                                           err_msg=f"{model} {method} {name}")
+            counted = summary.loc[summary["method"] == method, ["n_positions", "n_infinite"]].sum(1)  # KL: finite ones
+            assert set(counted) == {24}, (model, method)
+        counted = summary.loc[summary["method"] == "pure", ["n_positions", "n_infinite"]].sum(1)
+        assert set(counted) == {8 * 64}  # every position
+    # no BA for a mixture, an SVD head or a checkpoint along training (their metrics and TBAT, no decoded rows)
+    assert not list((results / "decoded").glob("*@*")) and not list((results / "decoded").glob("mos-*"))
+    along = pq.read_table(results / "metrics" / "bn-4@10__gt-nanogpt.parquet").to_pandas()
+    assert not along["method"].str.startswith("ba_").any()
 
 
 @pytest.mark.workflow

@@ -3,9 +3,11 @@
 
 
 def metrics_inputs(wildcards):
-    """Two logits files; for a token-track head, the cached evaluation states, its factors and the source LM."""
+    """Two logits files, and the model's BA-decoded rows where it has BA methods (`byte_bat_methods`); for a
+    token-track head, the cached evaluation states, its factors and the source LM."""
     if not is_token_model(wildcards.model):
-        return {"model": logits_path(wildcards.model), "ground_truth": logits_path(wildcards.gt)}
+        decoded = {"decoded": decoded_path(wildcards.model)} if byte_bat_methods(config, wildcards.model) else {}
+        return {"model": logits_path(wildcards.model), "ground_truth": logits_path(wildcards.gt), **decoded}
     if wildcards.gt != TOKEN_REFERENCE:
         raise ValueError(f"{wildcards.model} is a token-track head: it is measured against {TOKEN_REFERENCE} only")
     return {"states": token_states_path("eval"), "head": token_head_path(wildcards.model), "lm": token_source_input()}
@@ -22,6 +24,12 @@ def support_path(model, kind="positions"):
     """Per-position support recovery of a model against the truth with known support, or its `.summary.csv` (here,
     not in oversmooth.core.layout, which every script reaches: a path the scripts never build reruns none of them)."""
     return f"{RESULTS}/support/{model}" + (".parquet" if kind == "positions" else ".summary.csv")
+
+
+def decoded_path(model):
+    """A model's BA-decoded rows at `metrics.bat_positions` positions (rule bat_decode; here for the reason
+    `support_path` is)."""
+    return f"{RESULTS}/decoded/{model}.parquet"
 
 
 BAT_TOLERANCES = ("zero_tol", "certificate_margin", "feasibility_tol", "rank_tol")  # tbat's, BA sampling's solver

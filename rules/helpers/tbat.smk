@@ -22,8 +22,12 @@ def tbat_inputs(wildcards):
 
 
 def tbat_decoding(wildcards):
-    """`decoding` with a token-track head's methods (tok-full's `tokens.full_tbat_methods` where set)."""
-    return decoding_settings(config["decoding"], token_tbat_methods(config, wildcards.model))
+    """`decoding` with a token-track head's methods (tok-full's `tokens.full_tbat_methods` where set), or a byte
+    model's `decoding.methods` and its BA methods (`byte_bat_methods`: TBAT after BA-epsilon and BA-eta)."""
+    model = wildcards.model
+    if is_token_model(model):
+        return decoding_settings(config["decoding"], token_tbat_methods(config, model))
+    return decoding_settings(config["decoding"], [*config["decoding"]["methods"], *byte_bat_methods(config, model)])
 
 
 def tbat_settings(wildcards):

@@ -1,7 +1,9 @@
 """Snakemake adapter: per-position oversmoothing metrics of one model against one ground truth (two logits files),
-or of a token-track head against its source's full head (cached states), and their summary. Only a token-track
+or of a token-track head against its source's full head (cached states), and their summary; a byte model's BA
+methods at the positions of its decoded rows (rule bat_decode). Only a token-track
 head's job imports torch (to run the head)."""
 
+from oversmooth.analysis.decodedrows import read_decoded_rows
 from oversmooth.analysis.decoding import decodings_from_config
 from oversmooth.analysis.metrics import METRICS, logits_file_chunks, write_position_metrics
 from oversmooth.analysis.summary import summarise_file
@@ -27,8 +29,10 @@ with workflow_job(smk.log[0]):
         chunks = head_logprob_chunks(head, weight, *read_states(smk.input.states), smk.params.chunk)
     else:
         chunks = logits_file_chunks(smk.input.model, smk.input.ground_truth)
+    decoded = read_decoded_rows(smk.input.decoded) if "decoded" in smk.input.keys() else None  # BA's sampled rows
     write_position_metrics(
-        chunks, smk.output.positions, decodings_from_config(smk.params.decoding), settings["tau"], settings["kl_epsilon"]
+        chunks, smk.output.positions, decodings_from_config(smk.params.decoding), settings["tau"], settings["kl_epsilon"],
+        decoded,
     )
     summary = summarise_file(
         smk.output.positions, n_boot=settings["bootstrap"], confidence=settings["confidence"], seed=smk.params.seed,

@@ -1,6 +1,8 @@
 """Snakemake adapter: TBAT of one bottlenecked model, or of one token-track head over its whole vocabulary, at
-sampled positions, per decoding method (rule tbat). A bottlenecked model's job runs without torch."""
+sampled positions, per decoding method (rule tbat), a byte model's BA-epsilon and BA-eta among them. A bottlenecked
+model's job runs without torch."""
 
+from oversmooth.analysis.bat.sampler import bat_decodings
 from oversmooth.analysis.bat.settings import TBATSettings
 from oversmooth.analysis.decoding import decodings_from_config
 from oversmooth.analysis.summary import summarise_file
@@ -27,11 +29,11 @@ with workflow_job(smk.log[0]):
     else:
         W = read_output_matrix(smk.input.checkpoint)
         rows = sampled_logit_rows(smk.input.logits, settings["positions"], seed)
-    model_tbat(
-        W, rows, smk.output.positions, decodings_from_config(smk.params.decoding),
-        TBATSettings(**{k: settings[k] for k in ("threshold", "zero_tol", "certificate_margin", "feasibility_tol", "rank_tol")}),
-        workers=smk.threads,
-    )
+    tolerances = {k: settings[k] for k in ("zero_tol", "certificate_margin", "feasibility_tol", "rank_tol")}
+    decodings = bat_decodings(decodings_from_config(smk.params.decoding), W, TBATSettings(**tolerances),
+                              model=smk.wildcards.model)  # BA-epsilon and BA-eta bound to the head (byte models)
+    model_tbat(W, rows, smk.output.positions, decodings, TBATSettings(threshold=settings["threshold"], **tolerances),
+               workers=smk.threads)
     boot = smk.params.bootstrap
     summary = summarise_file(
         smk.output.positions, n_boot=boot["bootstrap"], confidence=boot["confidence"], seed=seed, metrics=["tbat"]

@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from oversmooth.analysis.decodedrows import DecodedRows, position_keys
 from oversmooth.analysis.decoding import Decoding, entropy, nucleus_mask
 from oversmooth.core.io import atomic_path
 from oversmooth.core.logs import get_logger
@@ -91,6 +92,10 @@ class Reference:
     p: np.ndarray
     nucleus: np.ndarray
     entropy: np.ndarray
+
+    def rows(self, index: np.ndarray) -> Reference:
+        """The terms at some rows (positions) only."""
+        return Reference(self.logp[index], self.p[index], self.nucleus[index], self.entropy[index])
 
 
 def reference_terms(logp_gt: np.ndarray, tau: float, nucleus: np.ndarray | None = None) -> Reference:
@@ -152,31 +157,48 @@ def position_metrics(
 
 def write_position_metrics(
     chunks: Iterable[PositionChunk], out_path: str | os.PathLike, decodings: Sequence[Decoding], tau: float,
-    kl_epsilon: float,
+    kl_epsilon: float, decoded: DecodedRows | None = None,
 ) -> int:
-    """Per-position metrics of the model against the reference in every chunk, for each decoding, to Parquet."""
+    """Per-position metrics of the model against the reference in every chunk, for each decoding, to Parquet; and
+    of each method of `decoded` (rows decoded at a sample of positions: BA-epsilon, BA-eta) at its positions alone,
+    aligned to the chunks by (prompt_id, position): a decoded row at a position no chunk has is an error."""
     if not 0 < tau <= 1:
         raise ValueError(f"metrics.tau must be in (0, 1], got {tau}")
     started, rows = time.perf_counter(), 0
+    seen = None if decoded is None else np.zeros(len(decoded.position), dtype=bool)
     with atomic_path(out_path) as tmp:
         writer = pq.ParquetWriter(tmp, POSITION_SCHEMA)
         for chunk in chunks:
             reference = reference_terms(chunk.logp_reference, tau)  # the same for every decoding
             for decoding in decodings:
-                transformed = decoding(chunk.logp_model)
-                values = oversmoothing_against(transformed, reference, kl_epsilon)
-                columns = {
-                    "prompt_id": chunk.prompt_id,
-                    "position": chunk.position,
-                    "target": chunk.target,
-                    "method": np.full(len(chunk.target), decoding.method),
-                    "nucleus_size": values.pop("nucleus_size"),
-                    "bn_argmax": transformed.argmax(-1),
-                    **{name: values[name] for name in METRICS},
-                }
-                writer.write_table(pa.Table.from_pydict(columns, schema=POSITION_SCHEMA))
+                writer.write_table(metrics_table(chunk, slice(None), decoding.method, decoding(chunk.logp_model),
+                                                 reference, kl_epsilon))
+            if decoded is not None:
+                seen |= np.isin(decoded.keys, position_keys(chunk.prompt_id, chunk.position))
+                for method, index, logprobs in decoded.within(chunk.prompt_id, chunk.position):
+                    writer.write_table(metrics_table(chunk, index, method, logprobs, reference.rows(index), kl_epsilon))
             rows += len(chunk.target)
             log.info("%d positions x %d decodings, %.1f s", rows, len(decodings), time.perf_counter() - started)
         writer.close()
-    log.info("%d positions x %d decodings in %.1f s", rows, len(decodings), time.perf_counter() - started)
+        if decoded is not None:
+            decoded.check_all_found(seen)  # before the file is in place
+    log.info("%d positions x %d decodings in %.1f s%s", rows, len(decodings), time.perf_counter() - started,
+             "" if decoded is None else f"; {len(decoded.position)} decoded rows ({decoded.path})")
     return rows
+
+
+def metrics_table(chunk: PositionChunk, index: np.ndarray | slice, method: str, transformed: np.ndarray,
+                  reference: Reference, kl_epsilon: float) -> pa.Table:
+    """The metrics of one decoding's `transformed` log-probabilities at the chunk's rows `index`, against the
+    reference's terms at those rows, as POSITION_SCHEMA rows."""
+    values = oversmoothing_against(transformed, reference, kl_epsilon)
+    target = chunk.target[index]
+    return pa.Table.from_pydict({
+        "prompt_id": chunk.prompt_id[index],
+        "position": chunk.position[index],
+        "target": target,
+        "method": np.full(len(target), method),
+        "nucleus_size": values.pop("nucleus_size"),
+        "bn_argmax": transformed.argmax(-1),
+        **{name: values[name] for name in METRICS},
+    }, schema=POSITION_SCHEMA)

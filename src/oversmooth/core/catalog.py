@@ -7,8 +7,11 @@ token track's rank-k heads `tok-<kind>-r<k>` on a frozen pretrained LM, measured
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
+
+from oversmooth.core.names import KINDS
 
 
 def bottleneck_name(k: int) -> str:
@@ -127,17 +130,36 @@ def token_methods(config: Mapping) -> list[str]:
 
 
 def byte_sampling_methods(config: Mapping, model: str) -> list[str]:
-    """Decoding methods a byte model samples with: `svd.decoding` for an SVD-imposed head, else `decoding.methods`
-    and `decoding.bat_methods` where its head is one softmax of a matrix (BAT sampling's W: not a mixture of
-    softmaxes, a ground truth loaded from a folder, or a teacher's truth, whose distribution is decoded)."""
+    """Decoding methods a byte model samples with, and is measured with (its metrics and TBAT): `svd.decoding` for an
+    SVD-imposed head, else `decoding.methods`, and `decoding.bat_methods` where its head is one softmax of a matrix
+    W read from its checkpoint: a bottlenecked run or a `nanogpt` ground truth, not a mixture of softmaxes, a ground
+    truth loaded from a folder, or a teacher's truth, whose distribution is decoded. Nor a checkpoint along training
+    (`bn-<k>@<iteration>`): an early checkpoint's flat distribution leaves every byte below the threshold to the
+    solver (the smoke's bn-64@0: 24 positions in 31 s, against 4 s for a trained bottleneck), and no table shows a
+    checkpoint's BA (the loss-matched analysis needs a method at several points of a run)."""
     if model.startswith("svd-r"):
         return list(config["svd"]["decoding"])
     methods = list(config["decoding"]["methods"])
-    loaded = model.startswith("gt-") and ground_truth(config, model)["kind"] in ("hf", "token")
+    return [*methods, *config["decoding"].get("bat_methods", [])] if has_one_head_matrix(config, model) else methods
+
+
+def has_one_head_matrix(config: Mapping, model: str) -> bool:
+    """Whether `model` is a bottlenecked run or a `nanogpt` ground truth other than a teacher's truth (BAT sampling's
+    models: one softmax of W h, W in its checkpoint)."""
+    if re.fullmatch(KINDS["bottleneck"], model):
+        return True
     truth = any(s["kind"] == "teacher" and f"gt-{s['teacher']}" == model for s in config["data"]["sources"])
-    if model.startswith("mos-") or loaded or truth:
-        return methods
-    return [*methods, *config["decoding"].get("bat_methods", [])]
+    return model.startswith("gt-") and ground_truth(config, model)["kind"] == "nanogpt" and not truth
+
+
+def byte_bat_methods(config: Mapping, model: str) -> list[str]:
+    """The BAT sampling methods (`decoding.bat_methods`) of a byte model: those `byte_sampling_methods` gives it, for
+    its samples, its metrics (rule bat_decode's rows) and its TBAT alike; none for the token track's heads, whose
+    metrics would need a reject set over 49,152 tokens a position."""
+    if is_token_model(model):
+        return []
+    bat = set(config["decoding"].get("bat_methods", []))
+    return [m for m in byte_sampling_methods(config, model) if m in bat]
 
 
 def svd_source(config: Mapping) -> str:

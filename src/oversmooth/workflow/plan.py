@@ -32,6 +32,7 @@ import pandas as pd
 from oversmooth.core.catalog import (
     TOKEN_REFERENCE,
     bottleneck_of,
+    byte_bat_methods,
     byte_sampling_methods,
     checkpoint_parts,
     ground_truth,
@@ -62,6 +63,8 @@ class Costs:
     marginal_gpu_speedup: float = 20.0  # the same search with the LM on a GPU (batched LM calls): an assumption
     metrics_s_per_position: float = 4.0e-5  # per decoding method at 256 bytes; x (V / 256)^0.8 for larger V
     tbat_s_per_position: float = 1.6e-3  # per decoding method at k = 4, byte track; grows ~ k^0.5
+    bat_decode_s_per_position: float = 0.03  # per BA method (a whole reject set) at k = 4; grows ~ k^0.5 (0.1 at
+    # k = 32), none at full rank (docs/stages.md)
     token_tbat_s: Mapping[int, float] = field(default_factory=lambda: {  # per position under pure sampling at k
         4: 0.3, 64: 1.6, 128: 4.0, 256: 12.5, 512: 40.0, 576: 26.4,  # (one core; 576: tok-full, the mean of 12)
     })
@@ -300,12 +303,31 @@ class Planner:
         return positions // 4 if is_token_model(model) else positions
 
     def _oversmoothing_metrics(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        """Every method at every position, and the model's BA methods at `metrics.bat_positions` (rule bat_decode's
+        rows)."""
         model = wildcards["model"]
         vocab = SMOLLM2_VOCAB if is_token_model(model) else 256
-        methods = len(self.config["decoding"]["methods"])
-        seconds = self._positions(model) * methods * self.costs.metrics_s_per_position * (vocab / 256) ** 0.8
-        cost.cpu_h += seconds / 3600
-        cost.disk_gb += self._positions(model) * methods * 12 * 8 / 1e9
+        rows = (self._positions(model) * len(self.config["decoding"]["methods"])
+                + self._bat_positions(model) * len(byte_bat_methods(self.config, model)))
+        cost.cpu_h += rows * self.costs.metrics_s_per_position * (vocab / 256) ** 0.8 / 3600
+        cost.disk_gb += rows * 12 * 8 / 1e9
+
+    def _bat_positions(self, model: str, positions: int | str | None = None) -> int:
+        """The positions of `metrics.bat_positions` (or `positions`), at most the model's evaluation positions."""
+        positions = self.config["metrics"]["bat_positions"] if positions is None else positions
+        return self._positions(model) if positions == "all" else min(int(positions), self._positions(model))
+
+    def _bat_decoding_s(self, model: str, k: int, positions: int) -> float:
+        """BA-epsilon's and BA-eta's reject sets at `positions` rows of a byte model of head width k: none at full
+        rank."""
+        rate = 0.0 if k + 1 >= 256 else self.costs.bat_decode_s_per_position * math.sqrt(k / 4)
+        return positions * len(byte_bat_methods(self.config, model)) * rate
+
+    def _bat_decode(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        model = wildcards["model"]
+        positions = self._bat_positions(model)
+        cost.cpu_h += self._bat_decoding_s(model, bottleneck_of(model), positions) / 3600
+        cost.disk_gb += positions * len(byte_bat_methods(self.config, model)) * 256 * 8 / 1e9
 
     def _unargmaxable(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
         """Byte heads: a second; a token head at k: the measured seconds at the nearest measured ranks, the larger
@@ -326,9 +348,12 @@ class Planner:
             seconds = (token_tbat_positions(self.config, model) * _measured_around(self.costs.token_tbat_s, model)
                        * sum(_measured_around(shares[m], model) if m in shares else 1.0
                              for m in token_tbat_methods(self.config, model)))
-        else:
+        else:  # and BA-epsilon's and BA-eta's reject sets at its positions, then TBAT after them
             k = bottleneck_of(model) if not model.startswith("gt-") else 256
-            seconds = self.config["tbat"]["positions"] * methods * self.costs.tbat_s_per_position * math.sqrt(k / 4)
+            positions = self._bat_positions(model, self.config["tbat"]["positions"])
+            methods += len(byte_bat_methods(self.config, model))
+            seconds = (self.config["tbat"]["positions"] * methods * self.costs.tbat_s_per_position * math.sqrt(k / 4)
+                       + self._bat_decoding_s(model, k, positions))
         cost.cpu_h += seconds / 3600
 
     def _quality(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
