@@ -122,22 +122,25 @@ def token_sampled_models(config: Mapping) -> list[str]:
 
 
 def token_methods(config: Mapping) -> list[str]:
-    """Decoding methods the token track samples with: `tokens.sampling.methods`, else every one of `decoding`."""
-    return config["tokens"]["sampling"]["methods"] or list(config["decoding"]["methods"])
+    """Decoding methods the token track samples with: `tokens.sampling.methods`, else every one of
+    `decoding.methods` and `decoding.sampler_methods`."""
+    decoding = config["decoding"]
+    return config["tokens"]["sampling"]["methods"] or [*decoding["methods"], *decoding.get("sampler_methods", [])]
 
 
 def byte_sampling_methods(config: Mapping, model: str) -> list[str]:
-    """Decoding methods a byte model samples with: `svd.decoding` for an SVD-imposed head, else `decoding.methods`
-    and `decoding.bat_methods` where its head is one softmax of a matrix (BAT sampling's W: not a mixture of
-    softmaxes, a ground truth loaded from a folder, or a teacher's truth, whose distribution is decoded)."""
+    """Decoding methods a byte model samples with: `svd.decoding` for an SVD-imposed head, else `decoding.methods`,
+    `decoding.bat_methods` where its head is one softmax of a matrix (BAT sampling's W: not a mixture of softmaxes,
+    a ground truth loaded from a folder, or a teacher's truth, whose distribution is decoded), and
+    `decoding.sampler_methods` (mirostat: any distribution)."""
     if model.startswith("svd-r"):
         return list(config["svd"]["decoding"])
     methods = list(config["decoding"]["methods"])
     loaded = model.startswith("gt-") and ground_truth(config, model)["kind"] in ("hf", "token")
     truth = any(s["kind"] == "teacher" and f"gt-{s['teacher']}" == model for s in config["data"]["sources"])
-    if model.startswith("mos-") or loaded or truth:
-        return methods
-    return [*methods, *config["decoding"].get("bat_methods", [])]
+    if not (model.startswith("mos-") or loaded or truth):
+        methods += config["decoding"].get("bat_methods", [])
+    return [*methods, *config["decoding"].get("sampler_methods", [])]
 
 
 def svd_source(config: Mapping) -> str:
