@@ -94,7 +94,8 @@ class Mirostat:
         problems = [f"decoding.{key}: {value!r} {why}" for key, value, bad, why in (
             ("mirostat_tau", self.tau, not self.tau > 0, "must be > 0 (bits)"),
             ("mirostat_lr", self.lr, not self.lr > 0, "must be > 0"),
-            ("mirostat_m", self.m, not (isinstance(self.m, int | np.integer) and self.m >= 2), "must be an integer >= 2"),
+            ("mirostat_m", self.m, not (isinstance(self.m, int | np.integer) and self.m >= 2),
+             "must be an integer >= 2"),
         ) if bad]
         if problems:
             raise ValueError("mirostat: " + "; ".join(problems))

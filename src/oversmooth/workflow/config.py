@@ -184,7 +184,8 @@ def _check_token_settings(config: Mapping) -> None:
     tokens = config.get("tokens", {})
     wanted = tokens.get("sampling", {}).get("methods") or []
     decoding = config.get("decoding", {}).get("methods", [])
-    sampled = [*decoding, *(m for key in ("bat_methods", "sampler_methods") for m in config.get("decoding", {}).get(key, []))]
+    section = config.get("decoding", {})
+    sampled = [*decoding, *section.get("bat_methods", []), *section.get("sampler_methods", [])]
     problems = []
     for key, methods, known, where in (
         ("sampling.methods", wanted, sampled, "decoding.methods, decoding.bat_methods or decoding.sampler_methods"),
