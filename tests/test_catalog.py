@@ -118,11 +118,12 @@ def test_the_grammar_names_unknown_kinds_and_names():
 
 def test_bat_sampling_goes_to_the_byte_models_whose_head_is_one_softmax_of_a_matrix():
     config = repo_config("teacher.yaml")
-    config["decoding"] = {**config["decoding"], "methods": ["pure", "top_p"], "bat_methods": ["ba_epsilon"]}
+    config["decoding"] = {**config["decoding"], "methods": ["pure", "top_p"], "bat_methods": ["ba_epsilon"],
+                          "sampler_methods": ["mirostat"]}
     config["svd"] = {**config["svd"], "decoding": ["pure"]}
     config["ground_truths"] = [*config["ground_truths"], {"name": "eva", "kind": "hf", "path": "x"}]
     for model in ("bn-4", "bn-4-s8", "bn-4@80", "gt-nanogpt"):
-        assert catalog.byte_sampling_methods(config, model) == ["pure", "top_p", "ba_epsilon"], model
+        assert catalog.byte_sampling_methods(config, model) == ["pure", "top_p", "ba_epsilon", "mirostat"], model
     for model in ("mos-4", "gt-smollm2", "gt-eva", "gt-teacher"):  # a mixture, loaded ground truths, the truth
-        assert catalog.byte_sampling_methods(config, model) == ["pure", "top_p"], model
+        assert catalog.byte_sampling_methods(config, model) == ["pure", "top_p", "mirostat"], model  # mirostat: any
     assert catalog.byte_sampling_methods(config, "svd-r4") == ["pure"]

@@ -12,7 +12,7 @@ from oversmooth.core.catalog import byte_sampling_methods, token_methods
 from oversmooth.generation.mirostat import (
     Mirostat,
     sampling_decodings,
-    sampling_settings,
+    sampler_decoding_settings,
     top_k_size,
     zipf_exponent,
 )
@@ -147,11 +147,12 @@ def test_the_config_turns_it_on_per_model_with_tau_per_byte_or_per_token(tmp_pat
         assert byte_sampling_methods(config, model)[-1] == "mirostat"
     assert "mirostat" not in byte_sampling_methods(config, "svd-r4")  # svd.decoding alone
     assert token_methods(config) == [*config["decoding"]["methods"], "mirostat"]
-    byte = sampling_settings(config["decoding"], byte_sampling_methods(config, "bn-4"))
-    token = sampling_settings(config["decoding"], token_methods(config), token=True)
+    byte = sampler_decoding_settings(config["decoding"], byte_sampling_methods(config, "bn-4"))
+    token = sampler_decoding_settings(config["decoding"], token_methods(config), token=True)
     assert (byte["mirostat_tau"], token["mirostat_tau"]) == (2.5, 3.0)  # per byte, per token
     assert (byte["mirostat_lr"], byte["mirostat_m"]) == (0.1, 100)
-    assert "mirostat_tau" not in sampling_settings(config["decoding"], ["pure", "top_k"])  # no rerun without it
+    without = sampler_decoding_settings(config["decoding"], ["pure", "top_k"])
+    assert "mirostat_tau" not in without  # a mirostat setting reruns no job that does not sample it
     built = sampling_decodings(byte)
     assert [d.method for d in built] == byte["methods"] and built[2] == Decoding("top_k", top_k=5)
     assert (built[-1].tau, built[-1].lr, built[-1].m) == (2.5, 0.1, 100)

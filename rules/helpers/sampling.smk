@@ -5,10 +5,11 @@
 def sampling_decoding_for(model):
     """The decoding settings a model is sampled with: `byte_sampling_methods` (its metrics' methods, where its head
     is one softmax of a matrix `decoding.bat_methods`, and `decoding.sampler_methods`), or for the token track (which
-    measures every method) `tokens.sampling.methods`; mirostat's tau per byte or per token (`sampling_settings`)."""
+    measures every method) `tokens.sampling.methods`; mirostat's tau per byte or per token
+    (`sampler_decoding_settings`)."""
     token = is_token_model(model)
     methods = token_methods(config) if token else byte_sampling_methods(config, model)
-    return sampling_settings(config["decoding"], methods, token=token)
+    return sampler_decoding_settings(config["decoding"], methods, token=token)
 
 
 def sample_inputs(wildcards):

@@ -121,7 +121,7 @@ class Mirostat:
         self.mu = self.mu - self.lr * (surprise - self.tau)
 
 
-def sampling_settings(decoding: Mapping, methods: Sequence[str], token: bool = False) -> dict:
+def sampler_decoding_settings(decoding: Mapping, methods: Sequence[str], token: bool = False) -> dict:
     """What a sampling job's samples depend on of the config's `decoding` section: `decoding_settings` of `methods`,
     with mirostat's settings where it is among them: its tau in bits per byte (`mirostat_tau`), or for the token
     track in bits per token (`mirostat_token_tau`), under the key `mirostat_tau`."""
@@ -134,7 +134,7 @@ def sampling_settings(decoding: Mapping, methods: Sequence[str], token: bool = F
 
 def sampling_decodings(settings: Mapping) -> list[Decoding | Mirostat]:
     """One decoding per method of a sampling job's settings (`methods` in order): `decodings_from_config`'s, and
-    `Mirostat` for mirostat, from its keys (`sampling_settings`)."""
+    `Mirostat` for mirostat, from its keys (`sampler_decoding_settings`)."""
     methods: Sequence[str] = settings["methods"]
     others = iter(decodings_from_config({**settings, "methods": [m for m in methods if m != MIROSTAT]}))
     return [Mirostat(settings["mirostat_tau"], settings["mirostat_lr"], settings["mirostat_m"]) if m == MIROSTAT
