@@ -528,7 +528,7 @@ def test_smoke_run_samples_and_scores_quality(smoke_run):
     _, workdir, _ = smoke_run
     results = workdir / "results"
     samples = pq.read_table(results / "samples" / "bn-4.parquet")
-    assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 7  # decoding.methods, ba_epsilon, ba_eta
+    assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 8  # 5 + 2 BAT methods, mirostat
     assert {len(c) for c in samples.column("continuation").to_pylist()} == {64}
     table = pd.read_csv(results / "tables" / "table_5_3.csv")
     assert table["model"].tolist() == [*BOTTLENECK_ROWS, "mos-4", "gt-nanogpt", "human"]
@@ -893,7 +893,7 @@ def test_the_token_track_samples_every_head_and_the_full_head_and_scores_them_ag
     tokenizer = load_tokenizer(results / "data" / "smollm2")
     for model in [*TOKEN_HEADS, "tok-full"]:
         samples = pq.read_table(results / "samples" / f"{model}.parquet")
-        assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 3, model  # pure, top_p, ba_eta
+        assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 4, model  # pure, top_p, ba_eta, mirostat
         for row in samples.to_pylist()[:3]:
             ids = tokenizer(row["text"], add_special_tokens=False)["input_ids"]
             assert 1 <= len(ids) <= 16, row  # 8 sampled tokens (their text may tokenise differently)
