@@ -23,8 +23,10 @@ Where the paper is loose, the choices made here:
 - ties: the top k are the k most probable symbols, ties broken by symbol order (the lower id wins), as
   `oversmooth.analysis.decoding.top_k` breaks them;
 - the draw inverts the CDF of the top-k distribution at the row's uniform exactly as `sampling.draw` does for every
-  other method (the hook: `sampling.draw` calls `observe` after the draw), so the samples are seeded by (seed,
-  model, method, prompt) and a row's symbols depend on its own uniforms alone, whatever the batch;
+  other method: it is `sampling.draw`'s own inversion of the distribution `Mirostat(rows)` gives, and its two hooks
+  are that `sampling.draw` calls `observe` after the draw and `sampling.generate` calls `restart` before a
+  generation. So the samples are seeded by (seed, model, method, prompt) and a row's symbols depend on its own
+  uniforms alone, whatever the batch;
 - surprise in bits under the model's untruncated distribution, as the authors' code computes it (some later
   implementations, e.g. llama.cpp's, use the truncated one).
 
