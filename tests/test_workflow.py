@@ -893,7 +893,7 @@ def test_the_token_track_samples_every_head_and_the_full_head_and_scores_them_ag
     tokenizer = load_tokenizer(results / "data" / "smollm2")
     for model in [*TOKEN_HEADS, "tok-full"]:
         samples = pq.read_table(results / "samples" / f"{model}.parquet")
-        assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 4, model  # pure, top_p, ba_eta, mirostat
+        assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 3, model  # pure, top_p, ba_eta
         for row in samples.to_pylist()[:3]:
             ids = tokenizer(row["text"], add_special_tokens=False)["input_ids"]
             assert 1 <= len(ids) <= 16, row  # 8 sampled tokens (their text may tokenise differently)
