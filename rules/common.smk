@@ -25,6 +25,7 @@ from oversmooth.core.catalog import (
 )
 from oversmooth.analysis.bat.sampler import BAT_METHODS
 from oversmooth.analysis.decoding import decoding_settings
+from oversmooth.generation.mirostat import sampler_decoding_settings
 from oversmooth.core.cluster import SCHEDULING_KEYS
 from oversmooth.core.cluster import job_resources as cluster_job_resources
 from oversmooth.core.layout import (

@@ -118,15 +118,17 @@ def test_the_grammar_names_unknown_kinds_and_names():
 
 def test_bat_sampling_goes_to_the_byte_models_whose_head_is_one_softmax_of_a_matrix():
     config = repo_config("teacher.yaml")
-    config["decoding"] = {**config["decoding"], "methods": ["pure", "top_p"], "bat_methods": ["ba_epsilon"]}
+    config["decoding"] = {**config["decoding"], "methods": ["pure", "top_p"], "bat_methods": ["ba_epsilon"],
+                          "sampler_methods": ["mirostat"]}
     config["svd"] = {**config["svd"], "decoding": ["pure"]}
     config["ground_truths"] = [*config["ground_truths"], {"name": "eva", "kind": "hf", "path": "x"}]
     for model in ("bn-4", "bn-4-s8", "gt-nanogpt"):
-        assert catalog.byte_sampling_methods(config, model) == ["pure", "top_p", "ba_epsilon"], model
+        assert catalog.byte_sampling_methods(config, model) == ["pure", "top_p", "ba_epsilon", "mirostat"], model
         assert catalog.byte_bat_methods(config, model) == ["ba_epsilon"], model  # its metrics and TBAT too
-    # a mixture, loaded ground truths, the truth, a checkpoint along training (its BA costs, no table shows it)
+    # a mixture, loaded ground truths, the truth, a checkpoint along training (its BA costs, no table shows it);
+    # mirostat: any distribution
     for model in ("mos-4", "gt-smollm2", "gt-eva", "gt-teacher", "bn-4@80", "bn-4-s8@80"):
-        assert catalog.byte_sampling_methods(config, model) == ["pure", "top_p"], model
+        assert catalog.byte_sampling_methods(config, model) == ["pure", "top_p", "mirostat"], model
         assert catalog.byte_bat_methods(config, model) == [], model
     assert catalog.byte_sampling_methods(config, "svd-r4") == ["pure"] and catalog.byte_bat_methods(config, "svd-r4") == []
     assert catalog.byte_bat_methods(config, "tok-svd-r4") == []  # the token track: no BA in its metrics or TBAT

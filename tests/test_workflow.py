@@ -565,7 +565,7 @@ def test_smoke_run_samples_and_scores_quality(smoke_run):
     _, workdir, _ = smoke_run
     results = workdir / "results"
     samples = pq.read_table(results / "samples" / "bn-4.parquet")
-    assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 7  # decoding.methods, ba_epsilon, ba_eta
+    assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 8  # 5 + 2 BAT methods, mirostat
     assert {len(c) for c in samples.column("continuation").to_pylist()} == {64}
     table = pd.read_csv(results / "tables" / "table_5_3.csv")
     assert table["model"].tolist() == [*BOTTLENECK_ROWS, "mos-4", "gt-nanogpt", "human"]

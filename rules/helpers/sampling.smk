@@ -3,11 +3,13 @@
 
 
 def sampling_decoding_for(model):
-    """The decoding settings a model is sampled with: `byte_sampling_methods` (its metrics' methods and, where its
-    head is one softmax of a matrix, `decoding.bat_methods`), or for the token track (which measures every method)
-    `tokens.sampling.methods`."""
-    methods = token_methods(config) if is_token_model(model) else byte_sampling_methods(config, model)
-    return decoding_settings(config["decoding"], methods)
+    """The decoding settings a model is sampled with: `byte_sampling_methods` (its metrics' methods, where its head
+    is one softmax of a matrix `decoding.bat_methods`, and `decoding.sampler_methods`), or for the token track (which
+    measures every method) `tokens.sampling.methods`; mirostat's tau per byte or per token
+    (`sampler_decoding_settings`)."""
+    token = is_token_model(model)
+    methods = token_methods(config) if token else byte_sampling_methods(config, model)
+    return sampler_decoding_settings(config["decoding"], methods, token=token)
 
 
 def sample_inputs(wildcards):

@@ -2,11 +2,11 @@
 a byte-level model from its checkpoint, or a token-track model (a rank-k head or tok-full) on its frozen source."""
 
 from oversmooth.analysis.bat.sampler import bat_decodings
-from oversmooth.analysis.decoding import decodings_from_config
 from oversmooth.analysis.tokenheads import load_head
 from oversmooth.core.catalog import is_token_model
 from oversmooth.core.io import read_parquet
 from oversmooth.core.job import workflow_job
+from oversmooth.generation.mirostat import sampling_decodings
 from oversmooth.generation.sampling import byte_head_matrix, sample_model, sample_token_model, token_head_matrix
 from oversmooth.workflow.rules import rule_byte_lm
 from oversmooth.workflow.tokensource import rule_token_source
@@ -14,7 +14,7 @@ from oversmooth.workflow.tokensource import rule_token_source
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with workflow_job(smk.log[0]):
-    settings, decodings = smk.params.sampling, decodings_from_config(smk.params.decoding)
+    settings, decodings = smk.params.sampling, sampling_decodings(smk.params.decoding)
     prompts = read_parquet(smk.input.prompts)
     if is_token_model(smk.wildcards.model):
         model, tokenizer = rule_token_source(smk)

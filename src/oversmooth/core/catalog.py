@@ -125,22 +125,28 @@ def token_sampled_models(config: Mapping) -> list[str]:
 
 
 def token_methods(config: Mapping) -> list[str]:
-    """Decoding methods the token track samples with: `tokens.sampling.methods`, else every one of `decoding`."""
-    return config["tokens"]["sampling"]["methods"] or list(config["decoding"]["methods"])
+    """Decoding methods the token track samples with: `tokens.sampling.methods`, else every one of
+    `decoding.methods` and `decoding.sampler_methods`."""
+    decoding = config["decoding"]
+    return config["tokens"]["sampling"]["methods"] or [*decoding["methods"], *decoding.get("sampler_methods", [])]
 
 
 def byte_sampling_methods(config: Mapping, model: str) -> list[str]:
-    """Decoding methods a byte model samples with, and is measured with (its metrics and TBAT): `svd.decoding` for an
+    """Decoding methods a byte model samples with (its BA methods are its metrics' and TBAT's too: `byte_bat_methods`):
+    `svd.decoding` for an
     SVD-imposed head, else `decoding.methods`, and `decoding.bat_methods` where its head is one softmax of a matrix
     W read from its checkpoint: a bottlenecked run or a `nanogpt` ground truth, not a mixture of softmaxes, a ground
-    truth loaded from a folder, or a teacher's truth, whose distribution is decoded. Nor a checkpoint along training
+    truth loaded from a folder, or a teacher's truth, whose distribution is decoded; and `decoding.sampler_methods`
+    (mirostat, any distribution; sampled, never measured). Not BA for a checkpoint along training
     (`bn-<k>@<iteration>`): an early checkpoint's flat distribution leaves every byte below the threshold to the
     solver (the smoke's bn-64@0: 24 positions in 31 s, against 4 s for a trained bottleneck), and no table shows a
     checkpoint's BA (the loss-matched analysis needs a method at several points of a run)."""
     if model.startswith("svd-r"):
         return list(config["svd"]["decoding"])
     methods = list(config["decoding"]["methods"])
-    return [*methods, *config["decoding"].get("bat_methods", [])] if has_one_head_matrix(config, model) else methods
+    if has_one_head_matrix(config, model):
+        methods += config["decoding"].get("bat_methods", [])
+    return [*methods, *config["decoding"].get("sampler_methods", [])]
 
 
 def has_one_head_matrix(config: Mapping, model: str) -> bool:

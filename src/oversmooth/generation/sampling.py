@@ -62,15 +62,25 @@ def draw(logprobs: torch.Tensor, decoding: Decoding, uniforms: torch.Tensor) -> 
     """One byte (token) per row from the decoded distribution, by inverting its CDF at `uniforms` (B,) in [0, 1); a
     method that draws by itself (BAT sampling, `oversmooth.analysis.bat.sampler.BATDecoding`, bound to the head by
     the sampling job: this module does not import the solver, which the teacher's corpus never runs) decides the
-    tokens it draws alone."""
+    tokens it draws alone; a stateful one (mirostat) is told the drawn tokens (`observe`)."""
     if hasattr(decoding, "draw"):
         rows = logprobs.double().cpu().numpy()
         return torch.from_numpy(decoding.draw(rows, uniforms.double().numpy())).to(logprobs.device)
-    decoded = decoding(logprobs.double().cpu().numpy())  # NumPy, on the host: the rows come back where they were
+    rows = logprobs.double().cpu().numpy()
+    decoded = decoding(rows)  # NumPy, on the host: the rows come back where they were
     probs = torch.from_numpy(decoded).to(logprobs.device).exp()
     cdf = probs.cumsum(-1)
     x = (uniforms.double() * cdf[:, -1]).unsqueeze(-1)
-    return torch.searchsorted(cdf, x, right=True).squeeze(-1).clamp_max(logprobs.size(-1) - 1)
+    drawn = torch.searchsorted(cdf, x, right=True).squeeze(-1).clamp_max(logprobs.size(-1) - 1)
+    if hasattr(decoding, "observe"):  # a stateful method (mirostat) learns from what it drew
+        decoding.observe(rows, drawn.cpu().numpy())
+    return drawn
+
+
+def restart(decoding: Decoding, rows: int) -> None:
+    """A new generation of `rows` rows: a stateful method (`mirostat.Mirostat`) starts its state afresh."""
+    if hasattr(decoding, "restart"):
+        decoding.restart(rows)
 
 
 def growing_cache_attention():
@@ -223,6 +233,7 @@ def generate(stepper: Stepper, prefixes: torch.Tensor, decoding: Decoding, unifo
     """Continue `prefixes` (B, P) by uniforms.shape[1] bytes with a key/value cache."""
     block, keep = stepper.block_size, stepper.block_size // 2
     text = prefixes
+    restart(decoding, prefixes.size(0))
     logprobs = stepper.start(text[:, -block:])
     new = []
     for t in range(uniforms.size(1)):
@@ -242,6 +253,7 @@ def generate_uncached(lm: ByteLM, prefixes: torch.Tensor, decoding: Decoding, un
     """The same bytes as `generate`, re-running the whole context window for every new byte."""
     block, keep = lm.block_size, lm.block_size // 2
     text, start = prefixes, max(0, prefixes.size(1) - block)
+    restart(decoding, prefixes.size(0))
     new = []
     for t in range(uniforms.size(1)):
         logprobs = lm.next_byte_logprobs(text[:, start:])[:, -1].cpu()

@@ -25,6 +25,7 @@ from oversmooth.core.catalog import (
 )
 from oversmooth.core.layout import data_path
 from oversmooth.core.markdown import WIDTH, list_item
+from oversmooth.generation.mirostat import SAMPLER_METHODS
 
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "config" / "schema" / "config.schema.yaml"
 
@@ -70,7 +71,7 @@ def validate_config(config: dict, schema_path: str | os.PathLike = SCHEMA_PATH) 
     validator = validator_class(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
-        lines = [f"  {key_path(e.absolute_path)}: {e.message}" for e in errors]
+        lines = [f"  {key_path(e.absolute_path)}: {e.message}" for e in errors] + _sampler_only_hints(config)
         raise ConfigError("invalid config (schema " + os.fspath(schema_path) + "):\n" + "\n".join(lines))
     _check_unique_source_labels(config)
     _check_rank_settings(config)
@@ -80,6 +81,14 @@ def validate_config(config: dict, schema_path: str | os.PathLike = SCHEMA_PATH) 
     _check_seeds(config)
     _check_teacher_sources(config)
     return config
+
+
+def _sampler_only_hints(config: Mapping) -> list[str]:
+    """A line for each sampler-only method (mirostat) listed in `decoding.methods`, saying where it goes."""
+    listed = (config.get("decoding") or {}).get("methods") or []
+    return [f"  decoding.methods: {m!r} is the sampler's only (its distribution follows the sample's own surprise: "
+            "the metrics have no distribution to decode at a teacher-forced position); list it in "
+            "decoding.sampler_methods" for m in listed if m in SAMPLER_METHODS]
 
 
 def _schema_types(schema: Mapping) -> set[str]:
@@ -169,16 +178,17 @@ def _check_seeds(config: Mapping) -> None:
 
 
 def _check_token_settings(config: Mapping) -> None:
-    """The token track samples with methods of `decoding.methods` or `decoding.bat_methods` (their settings live
-    there) and computes tok-full's TBAT with those of `decoding.methods`, and analyses the unargmaxable tokens and
-    TBAT of heads it builds."""
+    """The token track samples with methods of `decoding.methods`, `decoding.bat_methods` or
+    `decoding.sampler_methods` (their settings live there) and computes tok-full's TBAT with those of
+    `decoding.methods`, and analyses the unargmaxable tokens and TBAT of heads it builds."""
     tokens = config.get("tokens", {})
     wanted = tokens.get("sampling", {}).get("methods") or []
     decoding = config.get("decoding", {}).get("methods", [])
-    sampled = [*decoding, *config.get("decoding", {}).get("bat_methods", [])]
+    section = config.get("decoding", {})
+    sampled = [*decoding, *section.get("bat_methods", []), *section.get("sampler_methods", [])]
     problems = []
     for key, methods, known, where in (
-        ("sampling.methods", wanted, sampled, "decoding.methods or decoding.bat_methods"),
+        ("sampling.methods", wanted, sampled, "decoding.methods, decoding.bat_methods or decoding.sampler_methods"),
         ("full_tbat_methods", tokens.get("full_tbat_methods") or [], decoding, "decoding.methods"),
     ):
         unknown = [m for m in methods if m not in known]

@@ -40,6 +40,7 @@ from oversmooth.core.catalog import (
     segment_ends,
     svd_source,
     token_head_parts,
+    token_methods,
     training_settings,
 )
 from oversmooth.workflow.config import load_config
@@ -272,7 +273,7 @@ class Planner:
                 self._inference_tokens(cost, wildcards["model"], source["documents"] * source["document_bytes"], decode=True)
 
     def _token_methods(self) -> list[str]:
-        return self.config["tokens"]["sampling"].get("methods") or self.config["decoding"]["methods"]
+        return token_methods(self.config)
 
     def _token_states(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
         """The source LM's forward pass over the fitting text (`train`) or the prompts' tokens (`eval`)."""
