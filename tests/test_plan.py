@@ -89,7 +89,8 @@ def test_a_token_head_s_unargmaxable_job_costs_the_larger_measured_rate_around_i
 
 
 def test_a_token_head_s_tbat_job_costs_its_positions_times_the_rate_around_its_rank_times_its_methods_shares(tmp_path):
-    planner = _planner(tmp_path, "tokens: {tbat_positions: 10, full_tbat_positions: null, full_tbat_methods: null}\n")
+    planner = _planner(tmp_path, "tokens: {tbat_positions: 10, full_tbat_positions: null, full_tbat_methods: null}\n"
+                                 "decoding: {methods: [pure, greedy, top_k, top_p, temperature]}\n")
     assert planner.config["decoding"]["methods"] == ["pure", "greedy", "top_k", "top_p", "temperature"]
     assert Costs().token_tbat_s == {4: 0.3, 64: 1.6, 128: 4.0, 256: 12.5, 512: 40.0, 576: 26.4}
     # pure 1, greedy and top-k 0, top-p 0.35 and temperature 1.15 up to k = 64; above it the larger of 64's and
@@ -101,7 +102,8 @@ def test_a_token_head_s_tbat_job_costs_its_positions_times_the_rate_around_its_r
 
 
 def test_tok_full_s_tbat_job_is_priced_at_its_own_positions_and_methods(tmp_path):
-    planner = _planner(tmp_path, "tokens: {tbat_positions: 10, full_tbat_positions: 3, full_tbat_methods: [pure]}\n")
+    planner = _planner(tmp_path, "tokens: {tbat_positions: 10, full_tbat_positions: 3, full_tbat_methods: [pure]}\n"
+                                 "decoding: {methods: [pure, greedy, top_k, top_p, temperature]}\n")
     startup = Costs().startup_s
     assert planner.job("tbat", {"model": "tok-full"}).cpu_h == pytest.approx((3 * 1 * 26.4 + startup) / 3600)
     assert planner.job("tbat", {"model": "tok-svd-r4"}).cpu_h == pytest.approx((10 * 2.5 * 0.3 + startup) / 3600)
@@ -138,7 +140,8 @@ def test_the_pilot_s_plan_stays_within_4_gpu_hours_and_splits_its_trainings(caps
 
 
 def test_ba_methods_are_priced_in_bat_decode_metrics_and_tbat_at_their_positions_none_at_full_rank(tmp_path):
-    planner = _planner(tmp_path, "decoding: {bat_methods: [ba_epsilon, ba_eta]}\nmetrics: {bat_positions: 50}\n"
+    planner = _planner(tmp_path, "decoding: {methods: [pure, greedy, top_k, top_p, temperature], "
+                                 "bat_methods: [ba_epsilon, ba_eta]}\nmetrics: {bat_positions: 50}\n"
                                  "tbat: {positions: 20}\n")
     startup, rate = Costs().startup_s, Costs().bat_decode_s_per_position
     assert rate == 0.03 and Costs().tbat_s_per_position == 1.6e-3
@@ -156,3 +159,25 @@ def test_ba_methods_are_priced_in_bat_decode_metrics_and_tbat_at_their_positions
     for model, n in rows.items():
         cost = planner.job("oversmoothing_metrics", {"model": model, "gt": "gt-nanogpt"})
         assert cost.cpu_h == pytest.approx((n * Costs().metrics_s_per_position + startup) / 3600), model
+
+
+
+def test_ba_sampling_s_solver_time_is_priced_per_sampled_byte_and_token_on_the_sample_job_s_gpu(tmp_path):
+    # the solver runs on the sample job's host while its GPU waits: GPU-hours where the job holds one
+    from dataclasses import replace
+
+    costs = Costs()
+    assert costs.bat_sampling_s_per_byte == 4.0e-5 and costs.token_bat_sampling_s == {64: 0.12, 576: 0.32}
+    overlay = ("sampling: {n_prompts: 10, continuation_bytes: 100}\nresources: {inference_gpus: 1}\n"
+               "decoding: {bat_methods: [ba_epsilon, ba_eta]}\nmos: {bottlenecks: [4]}\n"
+               "tokens: {sampling: {n_prompts: 4, continuation_tokens: 50, methods: [pure, ba_eta]}}\n")
+    priced = _planner(tmp_path, overlay)
+    free = _planner(tmp_path, overlay, costs=replace(costs, bat_sampling_s_per_byte=0.0,
+                                                     token_bat_sampling_s={64: 0.0, 576: 0.0}))
+    solver_h = {m: priced.job("sample", {"model": m}).gpu_h - free.job("sample", {"model": m}).gpu_h
+                for m in ("bn-8", "mos-4", "tok-svd-r64", "tok-svd-r4", "tok-full")}
+    assert solver_h["bn-8"] == pytest.approx(2 * 10 * 100 * 4.0e-5 / 3600)  # two BA methods x 1,000 bytes
+    assert solver_h["mos-4"] == 0  # no head matrix: no BA
+    for model, rate in (("tok-svd-r64", 0.12), ("tok-svd-r4", 0.12), ("tok-full", 0.32)):  # one BA method x 200
+        assert solver_h[model] == pytest.approx(200 * rate / 3600), model
+    assert priced.job("sample", {"model": "bn-8"}).cpu_h == free.job("sample", {"model": "bn-8"}).cpu_h

@@ -17,6 +17,7 @@ import numpy as np
 
 METHODS = ("pure", "greedy", "top_k", "top_p", "temperature", "epsilon", "eta", "typical", "min_p", "ba_epsilon",
            "ba_eta")
+HEAD_METHODS = ("ba_epsilon", "ba_eta")  # decided with the model's head matrix (oversmooth.analysis.bat.sampler)
 # Each method's parameter, by its key in the config's `decoding` section (pure and greedy have none); BAT sampling's
 # two forms take epsilon's and eta's.
 PARAMETER = {"top_k": "top_k", "top_p": "top_p", "temperature": "temperature", "epsilon": "epsilon", "eta": "eta",

@@ -43,6 +43,7 @@ from oversmooth.core.catalog import (
     token_methods,
     training_settings,
 )
+from oversmooth.analysis.decoding import HEAD_METHODS
 from oversmooth.workflow.config import load_config
 from oversmooth.workflow.outputs import token_tbat_methods, token_tbat_positions
 
@@ -72,6 +73,10 @@ class Costs:
     token_tbat_share: Mapping[str, Mapping[int, float]] = field(default_factory=lambda: {  # another method's time
         "greedy": {4: 0.0}, "top_k": {4: 0.0},  # per position against pure sampling's at k (the demo's heads; any
         "top_p": {64: 0.35, 576: 0.01}, "temperature": {64: 1.15, 576: 2.0},  # method not named here: 1)
+    })
+    bat_sampling_s_per_byte: float = 4.0e-5  # BA sampling's solver a sampled byte (bn-8, bn-32: 1.07-1.35x top-p)
+    token_bat_sampling_s: Mapping[int, float] = field(default_factory=lambda: {  # its solver a sampled token at k
+        64: 0.12, 576: 0.32,  # (benchmarks/bat_sampling_speed.py, docs/performance.md; 576: tok-full)
     })
     token_unargmaxable_s: Mapping[int, float] = field(default_factory=lambda: {  # per head at k (one core)
         4: 20.0, 16: 1350.0, 64: 240.0, 576: 120.0,  # 576: SmolLM2's own head, tok-full
@@ -258,13 +263,26 @@ class Planner:
         model = wildcards["model"]
         if is_token_model(model):
             sampling = self.config["tokens"]["sampling"]
-            tokens = sampling["n_prompts"] * sampling["continuation_tokens"] * len(self._token_methods())
-            self._flops(cost, 2 * SMOLLM2_PARAMETERS * tokens, "inference", decode=True)
+            per_method = sampling["n_prompts"] * sampling["continuation_tokens"]
+            self._flops(cost, 2 * SMOLLM2_PARAMETERS * per_method * len(self._token_methods()), "inference", decode=True)
+            bat = sum(m in HEAD_METHODS for m in self._token_methods())
+            self._host_seconds(cost, bat * per_method * _measured_around(self.costs.token_bat_sampling_s, model))
             return
         sampling = self.config["sampling"]
         prompts = sampling["n_prompts"] or self.config["eval"]["n_prompts"]
         methods = byte_sampling_methods(self.config, model)
-        self._inference_tokens(cost, model, prompts * sampling["continuation_bytes"] * len(methods), decode=True)
+        per_method = prompts * sampling["continuation_bytes"]
+        self._inference_tokens(cost, model, per_method * len(methods), decode=True)
+        bat = sum(m in HEAD_METHODS for m in methods)
+        self._host_seconds(cost, bat * per_method * self.costs.bat_sampling_s_per_byte)
+
+    def _host_seconds(self, cost: JobCost, seconds: float) -> None:
+        """Seconds a sample job spends on its host's CPU (BA sampling's solver): GPU-hours where it holds a GPU,
+        which waits meanwhile."""
+        if self.gpus["inference"]:
+            cost.gpu_h += seconds / 3600
+        else:
+            cost.cpu_h += seconds / 3600
 
     def _teacher_corpus(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
         """A teacher's documents, one byte at a time with its cache (as sampling)."""
