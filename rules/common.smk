@@ -59,6 +59,7 @@ from oversmooth.workflow.outputs import (
     FIGURE,
     TOKEN_SUFFIX,
     e_table_names,
+    measured_methods,
     output,
     outputs_of,
     sample_table_title,
@@ -69,6 +70,7 @@ from oversmooth.workflow.outputs import (
     token_heads_at,
     token_tbat_methods,
     token_tbat_positions,
+    truncation_table_names,
 )
 
 
