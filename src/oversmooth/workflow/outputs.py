@@ -173,7 +173,9 @@ def _thesis_name(name: str) -> str:
 
 def _display_name(name: str) -> str:
     """A thesis table's name ('Table E.7'); the name itself for a table the thesis does not have."""
-    return f"`{name}`" if name.startswith(TRUNCATION) else _thesis_name(name)
+    if name.startswith(TRUNCATION):
+        return f"`{name}`"
+    return "Appendix G" if name == "samples_appendix_g" else _thesis_name(name)
 
 
 def measured_methods(config: Mapping) -> list[str]:
