@@ -180,6 +180,8 @@ def test_the_truncation_tables_are_appendix_e_for_the_third_group(summary):
     assert names == {"table_truncation_a": ("gt-a", ["epsilon", "typical", "ba_epsilon"]),
                      "table_truncation_b": ("gt-b", ["epsilon", "typical", "ba_epsilon"])}
     assert truncation_table_names(["gt-a"], METHODS) == {}  # the thesis's five only: no third group
+    with pytest.raises(ValueError, match="ground_truths: gt-tbat's table_truncation_tbat would be"):
+        truncation_table_names(["gt-tbat"], ["epsilon"])
     table = table_e(wide, MODELS, "gt-b", ["epsilon", "typical", "ba_epsilon"])  # typical: not measured, no columns
     kl = table[table["metric"] == "KL"].set_index("model")
     assert kl.loc["bn-4", "BA-Epsilon mean"] == pytest.approx(4 + 0.1 + 0.7 + 0.003)

@@ -201,6 +201,10 @@ def truncation_table_names(ground_truths: list[str], methods: list[str]) -> dict
     """`table_truncation_<ground truth, less gt->` -> (ground truth, the truncation samplers among `methods`): the
     appendix-E layout for the third group, one table per ground truth; none where `methods` has no such sampler."""
     chosen = truncation_methods(methods)
+    taken = [gt for gt in ground_truths if gt.removeprefix("gt-") in ("tbat", "quality")]
+    if chosen and taken:
+        raise ValueError(f"ground_truths: {taken[0]}'s table_truncation_{taken[0].removeprefix('gt-')} would be the "
+                         "truncation samplers' TBAT or quality table; rename the ground truth")
     return {f"{TRUNCATION}_{gt.removeprefix('gt-')}": (gt, chosen) for gt in ground_truths} if chosen else {}
 
 
