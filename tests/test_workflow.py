@@ -810,7 +810,7 @@ def test_the_token_track_measures_each_rank_k_head_against_the_full_head_in_the_
     states = pq.read_table(results / "tokens" / "eval.states.parquet")
     assert states.schema.field("state").type.list_size == 576  # SmolLM2-135M's hidden size
     positions = pq.read_table(results / "metrics" / "tok-svd-r4__tok-full.parquet").to_pandas()
-    assert len(positions) == len(states) * 5 and positions["target"].max() > 255  # tokens, not bytes
+    assert len(positions) == len(states) * 9 and positions["target"].max() > 255  # tokens, not bytes; 9 methods
     for name in ("table_4_1", "table_4_2", "table_6_1", "table_f_1"):
         table = pd.read_csv(results / "tables" / f"{name}_tokens.csv")
         assert table["model"].unique().tolist() == TOKEN_HEADS, name
