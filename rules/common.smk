@@ -61,6 +61,7 @@ from oversmooth.workflow.outputs import (
     FIGURE,
     TOKEN_SUFFIX,
     e_table_names,
+    measured_methods,
     output,
     outputs_of,
     sample_table_title,
@@ -71,6 +72,7 @@ from oversmooth.workflow.outputs import (
     token_heads_at,
     token_tbat_methods,
     token_tbat_positions,
+    truncation_table_names,
 )
 
 

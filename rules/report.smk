@@ -78,8 +78,8 @@ rule metrics_table:
         pairs=lambda w: metric_pairs(rows_of(w.table)),
         models=lambda w: rows_of(w.table),
         tbat_models=lambda w: tbat_models(w.table),
-        methods=config["decoding"]["methods"],
-        e_tables=e_tables(),
+        methods=lambda w: methods_of(w.table),
+        e_tables={**e_tables(), **truncation_tables()},
         tbat_tables=tbat_tables(),
         token_suffix=TOKEN_SUFFIX,
     log:

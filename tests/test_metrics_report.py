@@ -16,7 +16,7 @@ from oversmooth.reporting.metrics_report import (
     table_f_1,
 )
 from oversmooth.reporting.figures import figure_token_bottleneck
-from oversmooth.workflow.outputs import e_table_names, tbat_table_names
+from oversmooth.workflow.outputs import e_table_names, tbat_table_names, truncation_table_names
 
 MODELS = ["bn-4", "bn-16"]
 GTS = ["gt-a", "gt-b"]
@@ -138,3 +138,69 @@ def test_the_token_bottleneck_figure_puts_the_full_head_last_at_its_hidden_size_
     assert [t.get_text() for t in axis.get_xticklabels()] == ["4", "64", "full"]  # no hidden size made up
     heads_only = token_bottleneck_points(pure[pure["model"] != "tok-full"], None, None)
     assert [t.get_text() for t in figure_token_bottleneck(heads_only).axes[0].get_xticklabels()] == ["4", "64"]
+
+
+def with_truncation_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """`summary` with epsilon for every model (the others' 100 positions) and BA-epsilon for bn-4 only, at 24 positions
+    (BA's own sample; bn-16 here stands for a model without one head matrix): mean = k + 0.1 g + 0.5 (epsilon) or
+    0.7 (BA-epsilon) + 0.001 i."""
+    rows = []
+    for model in MODELS:
+        for g, gt in enumerate(GTS):
+            for method, offset, n in (("epsilon", 0.5, 100), ("ba_epsilon", 0.7, 24)):
+                if method == "ba_epsilon" and model != "bn-4":
+                    continue
+                for i, metric in enumerate(METRICS):
+                    mean = int(model[3:]) + 0.1 * g + offset + 0.001 * i
+                    rows.append({"model": model, "ground_truth": gt, "method": method, "metric": metric, "mean": mean,
+                                 "sd": 0.5, "ci_low": mean - 0.1, "ci_high": mean + 0.1, "n_positions": n,
+                                 "n_prompts": 4, "n_infinite": 0})
+    return pd.concat([summary, pd.DataFrame(rows)], ignore_index=True)
+
+
+def test_table_6_1_shows_ba_where_a_model_has_it_and_the_positions_where_they_differ(summary):
+    wide = with_truncation_rows(summary)
+    table = table_6_1(wide, MODELS, [*METHODS, "epsilon", "ba_epsilon", "ba_eta"])  # ba_eta: no model measured it
+    assert list(table.columns) == ["bottleneck", "model", "metric", "Pure mean", "Greedy mean", "Top-K mean",
+                                   "Top-P mean", "Temp. mean", "Epsilon mean", "BA-Epsilon mean", "positions",
+                                   "BA-Epsilon positions"]
+    tv = table[table["metric"] == "TV"].set_index("model")
+    assert tv.loc["bn-4", "BA-Epsilon mean"] == pytest.approx(4 + 0.05 + 0.7 + 0.002)  # the ground truths' average
+    assert np.isnan(tv.loc["bn-16", "BA-Epsilon mean"]) and np.isnan(tv.loc["bn-16", "BA-Epsilon positions"])
+    assert tv.loc["bn-16", "Epsilon mean"] == pytest.approx(16 + 0.05 + 0.5 + 0.002)
+    assert tv["positions"].tolist() == [100, 100]  # pure's positions, KL's infinite ones counted
+    assert tv.loc["bn-4", "BA-Epsilon positions"] == 24
+    same = table_6_1(with_truncation_rows(summary), MODELS, [*METHODS, "epsilon"])
+    assert "positions" not in same.columns  # every method at the same positions: no count shown
+
+
+def test_the_truncation_tables_are_appendix_e_for_the_third_group(summary):
+    wide = with_truncation_rows(summary)
+    names = truncation_table_names(["gt-a", "gt-b"], [*METHODS, "epsilon", "typical", "ba_epsilon"])
+    assert names == {"table_truncation_a": ("gt-a", ["epsilon", "typical", "ba_epsilon"]),
+                     "table_truncation_b": ("gt-b", ["epsilon", "typical", "ba_epsilon"])}
+    assert truncation_table_names(["gt-a"], METHODS) == {}  # the thesis's five only: no third group
+    with pytest.raises(ValueError, match="ground_truths: gt-tbat's table_truncation_tbat would be"):
+        truncation_table_names(["gt-tbat"], ["epsilon"])
+    table = table_e(wide, MODELS, "gt-b", ["epsilon", "typical", "ba_epsilon"])  # typical: not measured, no columns
+    kl = table[table["metric"] == "KL"].set_index("model")
+    assert kl.loc["bn-4", "BA-Epsilon mean"] == pytest.approx(4 + 0.1 + 0.7 + 0.003)
+    assert kl.loc["bn-4", "BA-Epsilon ci_high"] == pytest.approx(4 + 0.1 + 0.7 + 0.003 + 0.1)
+    assert kl.loc["bn-4", "Epsilon n_infinite"] == 0 and np.isnan(kl.loc["bn-16", "BA-Epsilon n_infinite"])
+    assert not any(c.startswith("Typical") for c in table.columns)
+    assert (kl["positions"].tolist(), kl.loc["bn-4", "BA-Epsilon positions"]) == ([100, 100], 24)
+    assert tbat_table_names([*METHODS, "min_p", "ba_eta"])["table_truncation_tbat"] == ["min_p", "ba_eta"]
+    assert "table_truncation_tbat" not in tbat_table_names(METHODS)
+
+
+def test_the_truncation_tbat_table_counts_ba_at_its_own_positions():
+    rows = [{"model": "bn-4", "method": "eta", "metric": "tbat", "mean": 0.2, "sd": 0.1, "ci_low": 0.1, "ci_high": 0.3,
+             "n_positions": 48, "n_prompts": 4, "n_failed": 2},
+            {"model": "bn-4", "method": "ba_eta", "metric": "tbat", "mean": 0.1, "sd": 0.1, "ci_low": 0.0,
+             "ci_high": 0.2, "n_positions": 20, "n_prompts": 4, "n_failed": 0},
+            {"model": "bn-16", "method": "eta", "metric": "tbat", "mean": 0.05, "sd": 0.1, "ci_low": 0.0,
+             "ci_high": 0.1, "n_positions": 50, "n_prompts": 4, "n_failed": 0}]
+    table = table_e_tbat(pd.DataFrame(rows), MODELS, ["eta", "ba_eta"]).set_index("model")
+    assert table.loc["bn-4", "Eta n_failed"] == 2 and table.loc["bn-4", "BA-Eta mean"] == 0.1
+    assert table["positions"].tolist() == [50, 50]  # 48 measured and 2 failed; 50
+    assert table.loc["bn-4", "BA-Eta positions"] == 20 and np.isnan(table.loc["bn-16", "BA-Eta mean"])

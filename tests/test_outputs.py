@@ -109,6 +109,47 @@ def test_rows_follow_the_thesis_tables(repo):
     assert len(e_tables) == 2 * len(config["ground_truths"]) + 2  # two per ground truth, and TBAT's E.7 and E.8
 
 
+TRUNCATION_TABLES = {"table_truncation_nanogpt", "table_truncation_tbat", "table_truncation_quality"}
+NEW_METHODS = ["epsilon", "eta", "typical", "min_p"]
+
+
+def test_the_truncation_samplers_get_tables_only_where_the_config_measures_or_samples_one(repo):
+    thesis = deep_update(repo_config("config.yaml"), {"decoding": {"methods": ["pure", "greedy", "top_k", "top_p",
+                                                                               "temperature"], "bat_methods": []}})
+    assert not any(o.name.startswith("table_truncation") for o in registered_outputs(thesis) if o.planned)
+    assert output(thesis, "table_6_1").methods == ("pure", "greedy", "top_k", "top_p", "temperature")
+    assert output(thesis, "samples_appendix_g").methods == output(thesis, "table_6_1").methods
+    wide = deep_update(thesis, {"decoding": {"methods": ["pure", "min_p", *NEW_METHODS[:3]],
+                                             "bat_methods": ["ba_eta", "ba_epsilon"]}})
+    names = {o.name for o in planned_outputs(wide)}
+    assert TRUNCATION_TABLES | {"table_truncation_tbat_tokens"} <= names
+    assert "table_truncation_quality_tokens" not in names  # the token track samples pure and top-p alone
+    assert not {"table_e_2", "table_e_8"} & names  # no top-k or top-p: no second group
+    every = ("pure", "min_p", "epsilon", "eta", "typical", "ba_eta", "ba_epsilon")  # config order, BA after
+    assert output(wide, "table_6_1").methods == output(wide, "table_6_1_tokens").methods == every
+    assert output(wide, "table_truncation_nanogpt").methods == every[1:]
+    assert output(wide, "table_truncation_tbat").rows == tuple(f"bn-{k}" for k in wide["bottlenecks"])
+    assert output(wide, "table_truncation_nanogpt").thesis.startswith("thesis §2.3")  # no thesis table's name
+    assert output(wide, "samples_appendix_g").methods == every
+    # a model without one head matrix samples no BA: the mixture of softmaxes is a row, its BA cells absent
+    assert "mos-4" in output(deep_update(wide, {"mos": {"bottlenecks": [4]}}), "table_truncation_quality").rows
+
+
+def test_a_sampler_only_method_shows_in_the_sample_tables_and_not_in_the_metrics_tables(repo, monkeypatch):
+    """mirostat: what the catalog says a model samples reaches appendix G and the truncation quality table alone."""
+    import oversmooth.workflow.outputs as outputs
+
+    config = deep_update(repo_config("config.yaml"), {"decoding": {"methods": ["pure", "top_p"], "bat_methods": []}})
+    plain = outputs.byte_sampling_methods
+    monkeypatch.setattr(outputs, "byte_sampling_methods", lambda c, m: [*plain(c, m), "mirostat"])
+    assert output(config, "samples_appendix_g").methods == ("pure", "top_p", "mirostat")
+    assert output(config, "table_truncation_quality").methods == ("mirostat",)
+    assert not any(o.name.startswith("table_truncation") and o.planned for o in registered_outputs(config)
+                   if o.rule == "metrics_table")
+    listed = deep_update(config, {"decoding": {"methods": ["pure", "top_p", "mirostat"]}})
+    assert outputs.measured_methods(listed) == ["pure", "top_p"]  # stateful: no metrics, no TBAT
+
+
 def test_tok_full_in_the_tbat_ranks_is_a_row_of_tables_e_7_and_e_8_not_of_table_4_1(repo):
     config = deep_update(repo_config("config.yaml"), {"tokens": {"tbat_ranks": [4, "full"]}})
     assert output(config, "table_e_7_tokens").rows == ("tok-svd-r4", "tok-learned-r4", "tok-full")

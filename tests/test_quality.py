@@ -23,7 +23,7 @@ from oversmooth.generation.quality import (
     words,
 )
 from oversmooth.models.causallm import load_causal_lm
-from oversmooth.reporting.figures import figure_token_quality
+from oversmooth.reporting.figures import figure_token_quality, method_colors
 from oversmooth.reporting.quality_report import quality_table, samples_markdown
 from oversmooth.workflow.outputs import nearest_models
 
@@ -207,3 +207,29 @@ def test_quality_tables_and_sample_markdown():
     samples = pd.DataFrame({"model": ["bn-4"], "method": ["pure"], "prompt_id": [7], "text": ["x\ny"]})
     md = samples_markdown(samples, human, ["bn-4"], ["pure"], 7, "T")
     assert "| Human | — | **Hello \\|**world\\* |" in md and "| bn-4 | Pure | **Hello \\|**x ⏎ y |" in md
+
+
+def test_the_truncation_quality_table_and_appendix_g_show_ba_only_where_a_model_samples_it_and_mirostat():
+    """BA-epsilon is sampled by bn-4 (one head matrix), not by mos-4; mirostat, a sampler-only method, has its label."""
+    summaries = {
+        m: pd.DataFrame({"method": meths, "perplexity_mean": [float(i) for i in range(len(meths))], "model": m})
+        for m, meths in (("bn-4", ["pure", "epsilon", "mirostat", "ba_epsilon"]), ("mos-4", ["pure", "epsilon", "mirostat"]),
+                         ("human", ["human"]))
+    }
+    table = quality_table(summaries, ["bn-4", "mos-4"], ["epsilon", "ba_epsilon", "mirostat"])  # config order
+    assert list(zip(table["model"], table["method"], table["perplexity_mean"])) == [
+        ("bn-4", "Epsilon", 1.0), ("bn-4", "BA-Epsilon", 3.0), ("bn-4", "Mirostat", 2.0), ("mos-4", "Epsilon", 1.0),
+        ("mos-4", "Mirostat", 2.0), ("human", "Human", 0.0)]  # no BA-Epsilon row for mos-4, none made up
+    prompts = pd.DataFrame({"prompt_id": [7], "sample_prefix": [b"Hi "], "human_continuation": [b"there"]})
+    samples = pd.DataFrame({"model": ["bn-4", "bn-4", "mos-4"], "method": ["ba_epsilon", "mirostat", "mirostat"],
+                            "prompt_id": [7, 7, 7], "text": ["a", "b", "c"]})
+    md = samples_markdown(samples, human_samples(prompts, None), ["bn-4", "mos-4"], ["ba_epsilon", "mirostat"], 7, "G")
+    rows = [line for line in md.splitlines() if line.startswith("| bn-") or line.startswith("| mos-")]
+    assert rows == ["| bn-4 | BA-Epsilon | **Hi **a |", "| bn-4 | Mirostat | **Hi **b |", "| mos-4 | Mirostat | **Hi **c |"]
+
+
+def test_the_token_quality_figure_gives_each_of_many_methods_its_own_colour():
+    methods = ["pure", "greedy", "top_k", "top_p", "temperature", "epsilon", "eta", "typical", "min_p", "ba_epsilon",
+               "ba_eta", "mirostat"]
+    colours = method_colors(methods)
+    assert len(set(map(str, colours.values()))) == 12 and set(colours) == set(methods)

@@ -172,7 +172,7 @@ def test_smoke_run_writes_logits_metrics_tables_and_figures(smoke_run):
         assert logits.schema_arrow.equals(LOGITS_SCHEMA) and logits.metadata.num_rows == 8 * 64
         assert pq.read_table(results / "logits" / f"{model}.hidden.parquet").num_rows == 32
     positions = pq.read_table(results / "metrics" / "bn-4__gt-nanogpt.parquet")
-    assert positions.schema.equals(POSITION_SCHEMA) and positions.num_rows == 8 * 64 * 5
+    assert positions.schema.equals(POSITION_SCHEMA) and positions.num_rows == 8 * 64 * 9 + 2 * 24  # 9 methods; BA at 24
     table = pd.read_csv(results / "tables" / "table_4_1.csv")
     assert table["model"].tolist() == [*BOTTLENECK_ROWS, "mos-4"]  # the MoS member gets its own row
     table = table[~table["model"].str.endswith("seeds: sd)")]  # the sd rows: spreads, not metrics
@@ -184,11 +184,18 @@ def test_smoke_run_writes_logits_metrics_tables_and_figures(smoke_run):
     low, high = table["TTO ci_low (gt-nanogpt)"], table["TTO ci_high (gt-nanogpt)"]
     assert ((low <= table["TTO mean (gt-nanogpt)"]) & (table["TTO mean (gt-nanogpt)"] <= high)).all()
     table_6_1 = pd.read_csv(results / "tables" / "table_6_1.csv")
-    assert list(table_6_1.columns[3:]) == ["Pure mean", "Greedy mean", "Top-K mean", "Top-P mean", "Temp. mean"]
+    assert list(table_6_1.columns[3:12]) == ["Pure mean", "Greedy mean", "Top-K mean", "Top-P mean", "Temp. mean",
+                                             "Epsilon mean", "Eta mean", "Typical mean", "Min-P mean"]  # config order
+    assert all(c.startswith("BA-") or c == "positions" for c in table_6_1.columns[12:])  # BA where it is measured
     kl = table_6_1[(table_6_1["metric"] == "KL") & ~table_6_1["model"].str.endswith("seeds: sd)")]
     assert np.isinf(kl["Greedy mean"]).all() and np.isfinite(kl["Pure mean"]).all()  # never a silent epsilon
     for name in ("table_4_2", "table_e_1", "table_e_2", "table_e_7", "table_e_8", "table_f_1"):
         assert len(pd.read_csv(results / "tables" / f"{name}.csv")) > 0
+    for name, rows in (("table_truncation_nanogpt", 5 * (len(BOTTLENECK_ROWS) + 1)),  # 5 metrics, mos-4's too
+                       ("table_truncation_tbat", len(BOTTLENECK_ROWS))):
+        truncation = pd.read_csv(results / "tables" / f"{name}.csv")  # the third group: its own table, no E number
+        assert len(truncation) == rows and {"Epsilon mean", "Eta mean", "Typical mean", "Min-P mean"} <= set(
+            truncation.columns) and not {"Pure mean", "Greedy mean", "Top-P mean"} & set(truncation.columns), name
     for name in ("figure_4_1", "figure_4_2", "figure_4_3", "figure_7_1"):
         for ext in ("png", "pdf"):
             assert (results / "figures" / f"{name}.{ext}").stat().st_size > 1000
@@ -565,13 +572,19 @@ def test_smoke_run_samples_and_scores_quality(smoke_run):
     _, workdir, _ = smoke_run
     results = workdir / "results"
     samples = pq.read_table(results / "samples" / "bn-4.parquet")
-    assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 8  # 5 + 2 BAT methods, mirostat
+    assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 12  # decoding.methods, BA, mirostat
     assert {len(c) for c in samples.column("continuation").to_pylist()} == {64}
     table = pd.read_csv(results / "tables" / "table_5_3.csv")
     assert table["model"].tolist() == [*BOTTLENECK_ROWS, "mos-4", "gt-nanogpt", "human"]
     runs = table[~table["model"].isin(SEED_ROWS)]
     assert (runs["perplexity_mean"] > 1).all() and table["byte_tv"].iloc[-1] == 0.0
     assert len(pd.read_csv(results / "tables" / "table_6_2.csv")) == (len(BOTTLENECK_ROWS) + 2) * 3 + 1
+    truncation = pd.read_csv(results / "tables" / "table_truncation_quality.csv")
+    assert list(dict.fromkeys(truncation["method"])) == ["Epsilon", "Eta", "Typical", "Min-P", "BA-Epsilon", "BA-Eta",
+                                                         "Human"]
+    assert set(truncation.loc[truncation["model"] == "mos-4", "method"]) == {"Epsilon", "Eta", "Typical", "Min-P"}
+    appendix_g = (results / "tables" / "samples_appendix_g.md").read_text()  # every model, every method it samples
+    assert "| bn-4 | BA-Eta |" in appendix_g and "| mos-4 | Min-P |" in appendix_g and "| mos-4 | BA-" not in appendix_g
     assert "**" in (results / "tables" / "table_5_1.md").read_text()
     for ext in ("png", "pdf"):
         assert (results / "figures" / f"figure_5_1.{ext}").stat().st_size > 1000
@@ -834,7 +847,7 @@ def test_the_token_track_measures_each_rank_k_head_against_the_full_head_in_the_
     states = pq.read_table(results / "tokens" / "eval.states.parquet")
     assert states.schema.field("state").type.list_size == 576  # SmolLM2-135M's hidden size
     positions = pq.read_table(results / "metrics" / "tok-svd-r4__tok-full.parquet").to_pandas()
-    assert len(positions) == len(states) * 5 and positions["target"].max() > 255  # tokens, not bytes
+    assert len(positions) == len(states) * 9 and positions["target"].max() > 255  # tokens, not bytes; 9 methods
     for name in ("table_4_1", "table_4_2", "table_6_1", "table_f_1"):
         table = pd.read_csv(results / "tables" / f"{name}_tokens.csv")
         assert table["model"].unique().tolist() == TOKEN_HEADS, name
@@ -860,7 +873,7 @@ def test_the_token_track_s_tbat_over_the_whole_vocabulary_equals_the_definition_
     results = workdir / "results"
     assert pd.read_csv(results / "tables" / "table_e_7_tokens.csv")["model"].tolist() == ["tok-svd-r4", "tok-learned-r4"]
     tbat = pq.read_table(results / "tbat" / "tok-learned-r4.parquet").to_pandas()
-    assert len(tbat) == 2 * 5 and not tbat["failed"].any()  # config/smoke.yaml: tokens.tbat_positions 2, 5 methods
+    assert len(tbat) == 2 * 9 and not tbat["failed"].any()  # config/smoke.yaml: tokens.tbat_positions 2, 9 methods
     head = load_head(results / "models" / "tok-learned-r4" / "head.pt")[0]
     rows = sampled_state_rows(head, results / "tokens" / "eval.states.parquet", 2, seed=7)  # smoke.yaml's seed
     pure = tbat[tbat["method"] == "pure"]
@@ -930,7 +943,7 @@ def test_the_token_track_samples_every_head_and_the_full_head_and_scores_them_ag
     tokenizer = load_tokenizer(results / "data" / "smollm2")
     for model in [*TOKEN_HEADS, "tok-full"]:
         samples = pq.read_table(results / "samples" / f"{model}.parquet")
-        assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 3, model  # pure, top_p, ba_eta
+        assert samples.schema.equals(SAMPLES_SCHEMA) and samples.num_rows == 8 * 4, model  # pure, top_p, ba_eta, mirostat
         for row in samples.to_pylist()[:3]:
             ids = tokenizer(row["text"], add_special_tokens=False)["input_ids"]
             assert 1 <= len(ids) <= 16, row  # 8 sampled tokens (their text may tokenise differently)

@@ -4,12 +4,17 @@
 
 def e_tables():
     """Appendix E tables: name -> (ground truth, decoding methods)."""
-    return e_table_names(ground_truth_models(config), config["decoding"]["methods"])
+    return e_table_names(ground_truth_models(config), measured_methods(config))
+
+
+def truncation_tables():
+    """The truncation samplers' appendix-E tables: name -> (ground truth, decoding methods)."""
+    return truncation_table_names(ground_truth_models(config), measured_methods(config))
 
 
 def tbat_tables():
-    """Appendix E's TBAT tables: name -> decoding methods."""
-    return tbat_table_names(config["decoding"]["methods"])
+    """The TBAT tables (appendix E's and the truncation samplers'): name -> decoding methods."""
+    return tbat_table_names(measured_methods(config))
 
 
 def tbat_models(table):

@@ -1,5 +1,6 @@
-"""Snakemake adapter: one oversmoothing table (4.1, 4.2, 6.1, 7.1, 7.2, E.n, F.1, and the token track's
-`<table>_tokens`) from the per-pair and TBAT summaries."""
+"""Snakemake adapter: one oversmoothing table (4.1, 4.2, 6.1, 7.1, 7.2, E.n, F.1, the truncation samplers'
+`table_truncation_<ground truth>` and `_tbat`, and the token track's `<table>_tokens`) from the per-pair and TBAT
+summaries."""
 
 from oversmooth.core.job import workflow_job
 from oversmooth.reporting import metrics_report as mr

@@ -1,4 +1,5 @@
-"""Snakemake adapter: Table 5.3, 6.2 or 6.3, sample quality per model and decoding method with the Human row."""
+"""Snakemake adapter: Table 5.3, 6.2, 6.3, H.1 or table_truncation_quality, sample quality per model and decoding
+method with the Human row."""
 
 import pandas as pd
 

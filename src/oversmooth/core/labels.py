@@ -6,4 +6,4 @@ from __future__ import annotations
 METRIC_LABELS = {"tto": "TTO", "nsmd": "NSMD", "tv": "TV", "kl": "KL", "kl_eps": "KL_eps", "entropy_diff": "Entropy difference"}
 METHOD_LABELS = {"pure": "Pure", "greedy": "Greedy", "top_k": "Top-K", "top_p": "Top-P", "temperature": "Temp.",
                  "epsilon": "Epsilon", "eta": "Eta", "typical": "Typical", "min_p": "Min-P",
-                 "ba_epsilon": "BA-Epsilon", "ba_eta": "BA-Eta"}
+                 "ba_epsilon": "BA-Epsilon", "ba_eta": "BA-Eta", "mirostat": "Mirostat"}

@@ -224,6 +224,14 @@ TOKEN_QUALITY_PANELS = {  # summary column -> (label, its CI columns, or None)
 }
 
 
+def method_colors(methods: list[str]) -> dict[str, tuple | str]:
+    """A colour per decoding method, distinct for up to 20 (the default cycle's 10, else tab20's)."""
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    if len(methods) > len(palette):
+        palette = [plt.cm.tab20(i) for i in range(20)]
+    return {method: palette[i % len(palette)] for i, method in enumerate(methods)}
+
+
 def figure_token_quality(summary: pd.DataFrame, human: pd.DataFrame) -> plt.Figure:
     """The token track's sample quality against the rank k of its heads: one line per decoding method and kind of
     head (SVD solid, learned dashed) with bootstrap CIs, the full head per method as a dotted line, and human text
@@ -232,7 +240,7 @@ def figure_token_quality(summary: pd.DataFrame, human: pd.DataFrame) -> plt.Figu
     heads[["kind", "k"]] = [token_head_parts(m) for m in heads["model"]]
     full = summary[summary["model"] == TOKEN_REFERENCE]
     methods = list(dict.fromkeys(summary["method"]))
-    colors = dict(zip(methods, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    colors = method_colors(methods)
     fig, axes = plt.subplots(1, len(TOKEN_QUALITY_PANELS), figsize=(3.6 * len(TOKEN_QUALITY_PANELS), 3.4), squeeze=False)
     for ax, (column, (label, (low, high))) in zip(axes[0], TOKEN_QUALITY_PANELS.items()):
         for (method, kind), group in heads.groupby(["method", "kind"], sort=False):

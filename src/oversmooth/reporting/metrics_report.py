@@ -84,18 +84,51 @@ def table_f_1(summary: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
 
 
 def by_method(summary: pd.DataFrame, models: Sequence[str], methods: Sequence[str], stats: Sequence[str]) -> pd.DataFrame:
-    """Rows (bottleneck, metric), columns `<Method> <stat>` (the appendix E and Table 6.1 layout)."""
+    """Rows (bottleneck, metric), columns `<Method> <stat>` (the appendix E and Table 6.1 layout), for the methods the
+    summary has for some row (a method measured for some models only, BA's for the one-matrix heads, leaves the
+    others' cells blank); where a method was measured at other positions than the first (BA's), `positions` and
+    `<Method> positions` give each count."""
+    summary = summary[summary["model"].isin(models)]
+    shown = [m for m in methods if (summary["method"] == m).any()]
+    counts = measured_positions(summary, "model")
     rows = []
     for model in models:
         for metric in OVERSMOOTHING_ROWS:
             row = {"bottleneck": bottleneck_of(model), "model": model, "metric": METRIC_LABELS[metric]}
-            for method in methods:
+            for method in shown:
                 cell = summary[(summary["model"] == model) & (summary["metric"] == metric) & (summary["method"] == method)]
                 for stat in stats:
                     combine = cell[stat].sum() if stat == "n_infinite" else cell[stat].mean()
                     row[f"{METHOD_LABELS[method]} {stat}"] = combine if len(cell) else np.nan
             rows.append(row)
-    return pd.DataFrame(rows)
+    return _with_positions(pd.DataFrame(rows), counts, shown)
+
+
+def measured_positions(summary: pd.DataFrame, key: str) -> pd.DataFrame:
+    """Positions measured per row `key` (model) and method: counted where a value was finite or not (`n_positions`
+    and `n_infinite`, or TBAT's `n_failed`), the most over ground truths; a frame indexed by `key`, a column per
+    method."""
+    missing = "n_infinite" if "n_infinite" in summary else "n_failed"
+    frame = summary.assign(_n=summary["n_positions"] + summary[missing].fillna(0))
+    if "metric" in frame and "tto" in set(frame["metric"]):
+        frame = frame[frame["metric"] == "tto"]  # finite wherever measured: one count per (model, gt, method)
+    return frame.groupby([key, "method"])["_n"].max().unstack("method")
+
+
+def _with_positions(table: pd.DataFrame, counts: pd.DataFrame, methods: Sequence[str]) -> pd.DataFrame:
+    """`table` with `positions` (the first method's count per row) and `<Method> positions` for each method measured
+    at other positions for some row; unchanged where every method has the same."""
+    if not methods or table.empty:
+        return table
+    counts = counts.reindex(index=table["model"].unique(), columns=list(methods))
+    first = counts[methods[0]]
+    differing = [m for m in methods[1:] if not counts[m].dropna().eq(first[counts[m].notna()]).all()]
+    if not differing:
+        return table
+    table["positions"] = table["model"].map(first)
+    for method in differing:
+        table[f"{METHOD_LABELS[method]} positions"] = table["model"].map(counts[method])
+    return table
 
 
 def table_6_1(summary: pd.DataFrame, models: Sequence[str], methods: Sequence[str]) -> pd.DataFrame:
@@ -104,21 +137,24 @@ def table_6_1(summary: pd.DataFrame, models: Sequence[str], methods: Sequence[st
 
 
 def table_e_tbat(tbat: pd.DataFrame, models: Sequence[str], methods: Sequence[str]) -> pd.DataFrame:
-    """TBAT per bottleneck and method: mean, sd, CI, solver failures (thesis E.7, E.8); tok-full's bottleneck is
-    `full`."""
+    """TBAT per bottleneck and method: mean, sd, CI, solver failures (thesis E.7, E.8, and the truncation samplers'
+    table); tok-full's bottleneck is `full`. Methods and positions as `by_method`."""
+    tbat = tbat[tbat["model"].isin(models)]
+    shown = [m for m in methods if (tbat["method"] == m).any()]
     rows = []
     for model in models:
         row = {"bottleneck": "full" if model == TOKEN_REFERENCE else bottleneck_of(model), "model": model}
-        for method in methods:
+        for method in shown:
             cell = tbat[(tbat["model"] == model) & (tbat["method"] == method)]
             for stat in (*STATS, "n_failed"):
                 row[f"{METHOD_LABELS[method]} {stat}"] = cell[stat].iloc[0] if len(cell) else np.nan
         rows.append(row)
-    return pd.DataFrame(rows)
+    return _with_positions(pd.DataFrame(rows), measured_positions(tbat, "model"), shown)
 
 
 def table_e(summary: pd.DataFrame, models: Sequence[str], ground_truth: str, methods: Sequence[str]) -> pd.DataFrame:
-    """One ground truth, the given methods: mean, sd, CI and infinite count per metric and bottleneck."""
+    """One ground truth, the given methods: mean, sd, CI and infinite count per metric and bottleneck (thesis E.1-E.6,
+    and the truncation samplers' `table_truncation_<ground truth>`)."""
     return by_method(summary[summary["ground_truth"] == ground_truth], models, methods, [*STATS, "n_infinite"])
 
 

@@ -9,6 +9,12 @@ is one entry here and one builder (a rule and its script).
 The token track's versions of byte-track tables carry the track in the name (`table_4_1_tokens`) and are planned
 only with a token track (its sample-quality versions only where it samples a method they show); the SVD heads'
 outputs only with `svd.ranks`, the loss-matched ones only with `checkpoints.iterations`.
+
+The methods a table shows come from the config: the metrics' tables from `measured_methods` (`decoding.methods`,
+then `decoding.bat_methods`), the sample tables from what the catalog says each model samples
+(`byte_sampling_methods`, `token_methods`). Beyond the thesis's five, the truncation samplers of its §2.3 (every
+other method: epsilon, eta, typical, min_p, BA-epsilon, BA-eta, a sampler-only method such as mirostat) get their
+own tables, `table_truncation_*`, planned only where the config measures or samples one of them.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from oversmooth.core.catalog import (
     TOKEN_REFERENCE,
     all_models,
     bottleneck_models,
+    byte_sampling_methods,
     checkpoint_models,
     extreme_bottlenecks,
     family_models,
@@ -49,11 +56,15 @@ QUALITY = "Samples and quality (ch. 5, 6)"
 RANK = "Rank and expressivity (ch. 7; app. H; Godey et al. 2024)"
 FINDINGS = "Findings (the thesis's claims as tests)"
 
-# Thesis appendix E splits the decoding methods in two groups; E.7 and E.8 are TBAT's, per group.
+# Thesis appendix E splits the decoding methods in two groups; E.7 and E.8 are TBAT's, per group. Every other method
+# is a truncation sampler of the thesis's §2.3 (issue 57): the third group, in tables of its own (`table_truncation_*`).
 METHOD_GROUPS = (("pure", "greedy", "temperature"), ("top_k", "top_p"))
+THESIS_METHODS = tuple(m for group in METHOD_GROUPS for m in group)
+SAMPLER_ONLY = ("mirostat",)  # stateful (its threshold follows the sample's own surprise): samples, no metrics
+TRUNCATION = "table_truncation"  # the third group's tables: table_truncation_<ground truth>, _tbat, _quality
 TBAT_TABLES = {"table_e_7": METHOD_GROUPS[0], "table_e_8": METHOD_GROUPS[1]}
 QUALITY_TABLES = {"table_5_3": ("pure",), "table_6_2": ("pure", "greedy", "temperature"), "table_6_3": ("top_k", "top_p")}
-SAMPLE_TABLES = {
+SAMPLE_TABLES = {  # appendix G shows every method a model samples (`sampled_methods`, `token_methods`)
     "table_5_1": ("pure", "greedy"),
     "table_5_2": ("top_k", "top_p"),
     "samples_appendix_g": ("pure", "greedy", "top_k", "top_p", "temperature"),
@@ -78,6 +89,9 @@ SHOWS = {
     "table_e": "TTO, NSMD, TV and KL against one ground truth, per decoding method",
     "table_e_7": "TBAT per decoding method",
     "table_e_8": "TBAT per decoding method",
+    "table_truncation": "TTO, NSMD, TV and KL against one ground truth, per truncation sampler of the thesis's §2.3",
+    "table_truncation_tbat": "TBAT per truncation sampler",
+    "table_truncation_quality": "sample quality per truncation sampler",
     "table_f_1": "entropy difference per ground truth",
     "table_7_1": "TTO and NSMD of the SVD-imposed heads",
     "table_7_2": "TV and KL of the SVD-imposed heads",
@@ -141,9 +155,9 @@ class Output:
     def shows(self) -> str:
         """What it shows, in a line."""
         base = self.name.removesuffix(TOKEN_SUFFIX)
-        text = SHOWS["table_e" if base not in SHOWS and base.startswith("table_e_") else base]
+        text = SHOWS[base if base in SHOWS else next(s for s in ("table_e", TRUNCATION) if base.startswith(s + "_"))]
         if base != self.name:
-            text = f"{_thesis_name(base)}'s view of rank-k heads on the frozen source LM against its full head"
+            text = f"{_display_name(base)}'s view of rank-k heads on the frozen source LM against its full head"
         return f"{text} ({', '.join(self.methods)})" if self.methods else text
 
 
@@ -155,6 +169,43 @@ def _thesis_name(name: str) -> str:
     """'table_e_7' -> 'Table E.7', 'figure_4_1' -> 'Figure 4.1'."""
     kind, _, number = name.partition("_")
     return f"{kind.capitalize()} {number.replace('_', '.').upper()}"
+
+
+def _display_name(name: str) -> str:
+    """A thesis table's name ('Table E.7'); the name itself for a table the thesis does not have."""
+    if name.startswith(TRUNCATION):
+        return f"`{name}`"
+    return "Appendix G" if name == "samples_appendix_g" else _thesis_name(name)
+
+
+def measured_methods(config: Mapping) -> list[str]:
+    """The decoding methods the metrics and TBAT measure, in config order: `decoding.methods`, then
+    `decoding.bat_methods` (BA-epsilon and BA-eta: only for models with one head matrix, at their own positions), less
+    the sampler-only methods (`SAMPLER_ONLY`)."""
+    decoding = config["decoding"]
+    return [m for m in dict.fromkeys([*decoding["methods"], *decoding.get("bat_methods", [])]) if m not in SAMPLER_ONLY]
+
+
+def sampled_methods(config: Mapping) -> list[str]:
+    """The decoding methods any byte model samples with (the catalog's `byte_sampling_methods`, the SVD heads' left
+    out: Table H.1's), in config order."""
+    return list(dict.fromkeys(m for model in sampled_models(config) for m in byte_sampling_methods(config, model)))
+
+
+def truncation_methods(methods: list[str] | tuple[str, ...]) -> list[str]:
+    """The truncation samplers of the thesis's §2.3 among `methods`: every method outside the thesis's five."""
+    return [m for m in methods if m not in THESIS_METHODS]
+
+
+def truncation_table_names(ground_truths: list[str], methods: list[str]) -> dict[str, tuple[str, list[str]]]:
+    """`table_truncation_<ground truth, less gt->` -> (ground truth, the truncation samplers among `methods`): the
+    appendix-E layout for the third group, one table per ground truth; none where `methods` has no such sampler."""
+    chosen = truncation_methods(methods)
+    taken = [gt for gt in ground_truths if gt.removeprefix("gt-") in ("tbat", "quality")]
+    if chosen and taken:
+        raise ValueError(f"ground_truths: {taken[0]}'s table_truncation_{taken[0].removeprefix('gt-')} would be the "
+                         "truncation samplers' TBAT or quality table; rename the ground truth")
+    return {f"{TRUNCATION}_{gt.removeprefix('gt-')}": (gt, chosen) for gt in ground_truths} if chosen else {}
 
 
 def e_table_names(ground_truths: list[str], methods: list[str]) -> dict[str, tuple[str, list[str]]]:
@@ -172,8 +223,10 @@ def e_table_names(ground_truths: list[str], methods: list[str]) -> dict[str, tup
 
 
 def tbat_table_names(methods: list[str]) -> dict[str, list[str]]:
-    """`table_e_7` (pure, greedy, temperature) and `table_e_8` (top-k, top-p): TBAT per method."""
-    chosen = {name: [m for m in group if m in methods] for name, group in TBAT_TABLES.items()}
+    """`table_e_7` (pure, greedy, temperature), `table_e_8` (top-k, top-p) and `table_truncation_tbat` (the
+    truncation samplers): TBAT per method, each where `methods` has one of its group."""
+    groups = {**TBAT_TABLES, f"{TRUNCATION}_tbat": truncation_methods(methods)}
+    chosen = {name: [m for m in group if m in methods] for name, group in groups.items()}
     return {name: group for name, group in chosen.items() if group}
 
 
@@ -240,11 +293,13 @@ def _model_outputs(config: Mapping) -> list[Output]:
 
 
 def _metrics_outputs(config: Mapping) -> list[Output]:
-    """Tables 4.1, 4.2, 6.1, E.1-E.8, F.1, 7.1, 7.2 and the token track's versions (rule metrics_table)."""
-    methods = list(config["decoding"]["methods"])
+    """Tables 4.1, 4.2, 6.1, E.1-E.8, F.1, 7.1, 7.2, the truncation samplers' appendix-E tables and the token track's
+    versions (rule metrics_table)."""
+    methods = measured_methods(config)
     family, bottlenecks = tuple(family_models(config)), tuple(bottleneck_models(config))
     heads, tbat_heads = tuple(token_head_models(config)), tuple(token_heads_at(config, "tbat_ranks"))
     pure = ("pure",)
+    gts = ground_truth_models(config)
 
     def table(name: str, rows: tuple[str, ...], shown: tuple[str, ...], reads=("metrics",), thesis=None) -> Output:
         return Output(name, TABLE, "metrics_table", thesis or _thesis_name(name), OVERSMOOTHING, "metrics_table",
@@ -252,9 +307,11 @@ def _metrics_outputs(config: Mapping) -> list[Output]:
 
     tables = [table("table_4_1", family, pure, ("metrics", "tbat")), table("table_4_2", family, pure),
               table("table_6_1", family, tuple(methods))]
-    tables += [table(name, family, tuple(chosen)) for name, (_, chosen) in
-               e_table_names(ground_truth_models(config), methods).items()]
-    tables += [table(name, bottlenecks, tuple(chosen), ("tbat",)) for name, chosen in tbat_table_names(methods).items()]
+    tables += [table(name, family, tuple(chosen)) for name, (_, chosen) in e_table_names(gts, methods).items()]
+    tables += [table(name, family, tuple(chosen), thesis=TRUNCATION_THESIS)
+               for name, (_, chosen) in truncation_table_names(gts, methods).items()]
+    tables += [table(name, bottlenecks, tuple(chosen), ("tbat",), _counterpart(name))
+               for name, chosen in tbat_table_names(methods).items()]
     tables.append(table("table_f_1", family, pure))
     tables += [replace(table(name, tuple(svd_models(config)), pure), planned=bool(svd_models(config)))
                for name in ("table_7_1", "table_7_2")]
@@ -263,9 +320,17 @@ def _metrics_outputs(config: Mapping) -> list[Output]:
                for name, shown in (("table_4_1", pure), ("table_4_2", pure), ("table_6_1", tuple(methods)),
                                    ("table_f_1", pure))]
     tables += [replace(table(name + TOKEN_SUFFIX, tbat_heads, tuple(chosen), ("tbat",),
-                             thesis=_thesis_name(name) + ", token track"), planned=bool(tbat_heads))
+                             thesis=_counterpart(name) + ", token track"), planned=bool(tbat_heads))
                for name, chosen in tbat_table_names(methods).items()]
     return tables
+
+
+TRUNCATION_THESIS = "thesis §2.3; Hewitt et al. 2022; Finlayson et al. 2024"  # the third group's tables' sources
+
+
+def _counterpart(name: str) -> str:
+    """A table's counterpart: the thesis's table, or the sources of a truncation samplers' table."""
+    return TRUNCATION_THESIS if name.startswith(TRUNCATION) else _thesis_name(name)
 
 
 def _exact_outputs(config: Mapping) -> list[Output]:
@@ -281,22 +346,28 @@ def _exact_outputs(config: Mapping) -> list[Output]:
 
 
 def _quality_outputs(config: Mapping) -> list[Output]:
-    """Tables 5.3, 6.2, 6.3, H.1, the sample tables 5.1, 5.2 and appendix G, and their token versions."""
-    methods, token_chosen = list(config["decoding"]["methods"]), token_methods(config)
+    """Tables 5.3, 6.2, 6.3, H.1, the truncation samplers' quality, the sample tables 5.1, 5.2 and appendix G, and
+    their token versions. The methods are those the models sample (the catalog), so that a sampler-only method
+    (mirostat) shows without another edit."""
+    methods, token_chosen = sampled_methods(config), token_methods(config)
     sampled, token_sampled = tuple(sampled_models(config)), tuple(token_sampled_models(config))
-    outputs = [Output(name, TABLE, "quality_table", _thesis_name(name), QUALITY, "quality_table", ("quality",),
-                      sampled, _chosen(shown, methods)) for name, shown in QUALITY_TABLES.items()]
+    quality = {**QUALITY_TABLES, f"{TRUNCATION}_quality": tuple(truncation_methods(methods))}
+    outputs = [Output(name, TABLE, "quality_table", _counterpart(name), QUALITY, "quality_table", ("quality",),
+                      sampled, _chosen(shown, methods), bool(_chosen(shown, methods)) or not name.startswith(TRUNCATION))
+                for name, shown in quality.items()]
     outputs.append(Output("table_h_1", TABLE, "quality_table", "Table H.1", QUALITY, "quality_table", ("quality",),
                           tuple(svd_models(config)), tuple(config["svd"]["decoding"]), bool(svd_models(config))))
+    samples = {**SAMPLE_TABLES, "samples_appendix_g": tuple(methods)}
     outputs += [Output(name, SAMPLES, "sample_table", "Appendix G" if name.startswith("samples") else
                        _thesis_name(name), QUALITY, "sample_table", ("samples", "data"),
                        sampled if name.startswith("samples") else tuple(nearest_models(main_bottleneck_models(config))),
-                       _chosen(shown, methods)) for name, shown in SAMPLE_TABLES.items()]
+                       _chosen(shown, methods)) for name, shown in samples.items()]
     heads = bool(token_head_models(config))  # a token version is planned where the track samples a method it shows
-    outputs += [Output(name + TOKEN_SUFFIX, TABLE, "quality_table", _thesis_name(name) + ", token track", QUALITY,
+    token_quality = {**QUALITY_TABLES, f"{TRUNCATION}_quality": tuple(truncation_methods(token_chosen))}
+    outputs += [Output(name + TOKEN_SUFFIX, TABLE, "quality_table", _counterpart(name) + ", token track", QUALITY,
                        "quality_table", ("quality",), token_sampled, _chosen(shown, token_chosen),
-                       heads and bool(_chosen(shown, token_chosen))) for name, shown in QUALITY_TABLES.items()]
-    for name, shown in SAMPLE_TABLES.items():
+                       heads and bool(_chosen(shown, token_chosen))) for name, shown in token_quality.items()]
+    for name, shown in {**SAMPLE_TABLES, "samples_appendix_g": tuple(token_chosen)}.items():
         rows = token_sampled if name.startswith("samples") or not heads else tuple(token_sample_table_models(config))
         thesis = "Appendix G" if name.startswith("samples") else _thesis_name(name)
         outputs.append(Output(name + TOKEN_SUFFIX, SAMPLES, "sample_table", thesis + ", token track", QUALITY,
