@@ -115,7 +115,8 @@ NEW_METHODS = ["epsilon", "eta", "typical", "min_p"]
 
 def test_the_truncation_samplers_get_tables_only_where_the_config_measures_or_samples_one(repo):
     thesis = deep_update(repo_config("config.yaml"), {"decoding": {"methods": ["pure", "greedy", "top_k", "top_p",
-                                                                               "temperature"], "bat_methods": []}})
+                                                                               "temperature"], "bat_methods": [],
+                                                              "sampler_methods": []}})
     assert not any(o.name.startswith("table_truncation") for o in registered_outputs(thesis) if o.planned)
     assert output(thesis, "table_6_1").methods == ("pure", "greedy", "top_k", "top_p", "temperature")
     assert output(thesis, "samples_appendix_g").methods == output(thesis, "table_6_1").methods
@@ -163,7 +164,7 @@ def test_tok_full_takes_its_own_tbat_positions_and_methods_where_set_and_the_hea
     every = config["decoding"]["methods"]
     assert config["tokens"]["full_tbat_positions"] is None  # thesis.yaml: the full head like every head
     assert token_tbat_positions(config, "tok-full") == token_tbat_positions(config, "tok-svd-r64") == 8
-    assert token_tbat_methods(config, "tok-full") == every and len(every) == 5
+    assert token_tbat_methods(config, "tok-full") == every and len(every) == 9
     config = deep_update(config, {"tokens": {"full_tbat_positions": 3, "full_tbat_methods": ["top_p", "pure"]}})
     assert (token_tbat_positions(config, "tok-full"), token_tbat_positions(config, "tok-learned-r4")) == (3, 8)
     assert token_tbat_methods(config, "tok-full") == ["pure", "top_p"]  # decoding.methods' order
