@@ -22,11 +22,14 @@ demo: install
 	$(BIN)/snakemake --report results/report.html
 
 # The demo on a teacher's language (config/teacher.yaml, issue 26), in its own folder: the family against the exact
-# truth and two proxies, in Tables 3.1, 4.1, 4.2, 6.1, E.1-E.4, E.7, E.8, F.1, 5.3 (samples scored by the truth),
-# the loss-matched table and figure, the support-recovery table and figure (issue 57), and the findings.
+# truth and two proxies, in Tables 3.1, 4.1, 4.2, 6.1, E.1-E.4, E.7, E.8, F.1, 5.3, 6.2, 6.3, the truncation samplers'
+# metrics against the truth, TBAT and quality (samples scored by the truth: the share of each method's samples outside
+# the truth's support), the loss-matched table and figure, the support-recovery table and figure (issue 57), and the
+# findings.
 TEACHER_DIR ?= runs/teacher
 TEACHER_TARGETS := $(foreach t,table_3_1 table_4_1 table_4_2 table_6_1 table_e_1 table_e_2 table_e_3 table_e_4 \
-	table_e_7 table_e_8 table_f_1 table_loss_matched table_5_3 table_support table_findings,results/tables/$(t).csv) \
+	table_e_7 table_e_8 table_f_1 table_loss_matched table_5_3 table_6_2 table_6_3 table_truncation_teacher \
+	table_truncation_tbat table_truncation_quality table_support table_findings,results/tables/$(t).csv) \
 	results/figures/figure_loss_matched.png results/figures/figure_support.png
 demo-teacher: install
 	$(BIN)/snakemake --cores $(CORES) --directory $(TEACHER_DIR) --configfile config/teacher.yaml -- $(TEACHER_TARGETS)
