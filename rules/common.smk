@@ -16,6 +16,7 @@ from oversmooth.core.catalog import (
     segment_ends,
     svd_source,
     token_head_parts,
+    token_measured_methods,
     token_methods,
     token_sampled_models,
     TOKEN_HUMAN,

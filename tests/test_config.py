@@ -191,7 +191,7 @@ def test_token_sampling_methods_must_be_decoding_methods(repo):
 def test_the_full_heads_tbat_methods_must_be_decoding_methods(repo):
     base = load_config(repo / "config" / "config.yaml")
     assert "temperature" not in base["tokens"]["full_tbat_methods"]  # the demo's choice: 64-121 s a position
-    tokens = {**base["tokens"], "full_tbat_methods": ["pure", "temperature"]}
+    tokens = {**base["tokens"], "full_tbat_methods": ["pure", "temperature"], "methods": None}
     with pytest.raises(ConfigError, match=r"tokens.full_tbat_methods: \['temperature'\] are not in decoding.methods"):
         validate_config({**base, "tokens": tokens, "decoding": {**base["decoding"], "methods": ["pure", "top_p"]}})
 
@@ -514,3 +514,19 @@ def test_a_config_with_another_corpus_or_model_in_the_demo_s_folder_is_warned_ab
     tau = load_config(repo / "config" / "config.yaml")
     tau["metrics"]["tau"] = 0.8  # the README's change-one-setting example reruns the demo's own results
     assert shared_results_warning(tau, repo, repo) is None
+
+
+def test_the_token_track_measures_methods_of_decoding_methods_and_tok_full_within_them():
+    from workflow_helpers import repo_config
+
+    from oversmooth.core.catalog import token_measured_methods
+
+    config = repo_config("config.yaml")
+    assert token_measured_methods(config) == ["pure", "greedy", "top_k", "top_p", "temperature"]  # the demo's
+    assert token_measured_methods(deep_update(config, {"tokens": {"methods": None}})) == config["decoding"]["methods"]
+    bad = deep_update(config, {"tokens": {"methods": ["pure", "typical"]}, "decoding": {"methods": ["pure", "top_p"]}})
+    with pytest.raises(ConfigError, match=r"tokens.methods: \['typical'\] are not in decoding.methods"):
+        validate_config(bad)
+    bad = deep_update(config, {"tokens": {"methods": ["pure", "top_p"], "full_tbat_methods": ["pure", "top_k"]}})
+    with pytest.raises(ConfigError, match=r"tokens.full_tbat_methods: \['top_k'\] are not in tokens.methods"):
+        validate_config(bad)

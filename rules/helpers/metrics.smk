@@ -14,9 +14,13 @@ def metrics_inputs(wildcards):
 
 
 def decoding_for(model):
-    """The decoding settings a model is sampled and measured with: every method in `decoding.methods`, or for an
-    SVD-imposed head only `svd.decoding` (thesis Tables 7.1, 7.2 and H.1 use pure sampling)."""
-    methods = config["svd"]["decoding"] if model.startswith("svd-r") else None
+    """The decoding settings a model is measured with: every method in `decoding.methods`, for an SVD-imposed head
+    only `svd.decoding` (thesis Tables 7.1, 7.2 and H.1 use pure sampling), for a token-track head `tokens.methods`."""
+    methods = None
+    if model.startswith("svd-r"):
+        methods = config["svd"]["decoding"]
+    elif is_token_model(model):
+        methods = token_measured_methods(config)
     return decoding_settings(config["decoding"], methods)  # the parameters of these methods alone
 
 

@@ -131,6 +131,12 @@ def token_methods(config: Mapping) -> list[str]:
     return config["tokens"]["sampling"]["methods"] or [*decoding["methods"], *decoding.get("sampler_methods", [])]
 
 
+def token_measured_methods(config: Mapping) -> list[str]:
+    """Decoding methods after which the token track's heads are measured (metrics, TBAT): `tokens.methods`, else
+    every one of `decoding.methods`."""
+    return list(config["tokens"].get("methods") or config["decoding"]["methods"])
+
+
 def byte_sampling_methods(config: Mapping, model: str) -> list[str]:
     """Decoding methods a byte model samples with (its BA methods are its metrics' and TBAT's too: `byte_bat_methods`):
     `svd.decoding` for an

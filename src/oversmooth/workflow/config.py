@@ -179,8 +179,8 @@ def _check_seeds(config: Mapping) -> None:
 
 def _check_token_settings(config: Mapping) -> None:
     """The token track samples with methods of `decoding.methods`, `decoding.bat_methods` or
-    `decoding.sampler_methods` (their settings live there) and computes tok-full's TBAT with those of
-    `decoding.methods`, and analyses the unargmaxable tokens and TBAT of heads it builds."""
+    `decoding.sampler_methods` (their settings live there), measures its heads with methods of `decoding.methods`
+    (`tokens.methods`) and tok-full's TBAT with those it measures, and analyses the unargmaxable tokens and TBAT of heads it builds."""
     tokens = config.get("tokens", {})
     wanted = tokens.get("sampling", {}).get("methods") or []
     decoding = config.get("decoding", {}).get("methods", [])
@@ -189,7 +189,9 @@ def _check_token_settings(config: Mapping) -> None:
     problems = []
     for key, methods, known, where in (
         ("sampling.methods", wanted, sampled, "decoding.methods, decoding.bat_methods or decoding.sampler_methods"),
-        ("full_tbat_methods", tokens.get("full_tbat_methods") or [], decoding, "decoding.methods"),
+        ("methods", tokens.get("methods") or [], decoding, "decoding.methods"),
+        ("full_tbat_methods", tokens.get("full_tbat_methods") or [], tokens.get("methods") or decoding,
+         "tokens.methods" if tokens.get("methods") else "decoding.methods"),
     ):
         unknown = [m for m in methods if m not in known]
         if unknown:

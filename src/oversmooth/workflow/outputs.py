@@ -37,6 +37,7 @@ from oversmooth.core.catalog import (
     svd_models,
     token_head_models,
     token_head_parts,
+    token_measured_methods,
     token_methods,
     token_sampled_models,
     trained_models,
@@ -249,7 +250,7 @@ def token_tbat_positions(config: Mapping, model: str) -> int:
 def token_tbat_methods(config: Mapping, model: str) -> list[str]:
     """The decoding methods a token-track head's TBAT is computed after: `tokens.full_tbat_methods` for tok-full
     where it is set (in `decoding.methods`' order), else `decoding.methods`."""
-    methods, full = config["decoding"]["methods"], config["tokens"].get("full_tbat_methods")
+    methods, full = token_measured_methods(config), config["tokens"].get("full_tbat_methods")
     return [m for m in methods if m in full] if model == TOKEN_REFERENCE and full is not None else list(methods)
 
 
@@ -315,13 +316,14 @@ def _metrics_outputs(config: Mapping) -> list[Output]:
     tables.append(table("table_f_1", family, pure))
     tables += [replace(table(name, tuple(svd_models(config)), pure), planned=bool(svd_models(config)))
                for name in ("table_7_1", "table_7_2")]
+    token = token_measured_methods(config)  # the token track's (tokens.methods)
     tables += [replace(table(name + TOKEN_SUFFIX, heads, shown, ("metrics", "tbat") if name == "table_4_1" else
                              ("metrics",), thesis=_thesis_name(name) + ", token track"), planned=bool(heads))
-               for name, shown in (("table_4_1", pure), ("table_4_2", pure), ("table_6_1", tuple(methods)),
+               for name, shown in (("table_4_1", pure), ("table_4_2", pure), ("table_6_1", tuple(token)),
                                    ("table_f_1", pure))]
     tables += [replace(table(name + TOKEN_SUFFIX, tbat_heads, tuple(chosen), ("tbat",),
                              thesis=_counterpart(name) + ", token track"), planned=bool(tbat_heads))
-               for name, chosen in tbat_table_names(methods).items()]
+               for name, chosen in tbat_table_names(token).items()]
     return tables
 
 

@@ -40,6 +40,7 @@ from oversmooth.core.catalog import (
     segment_ends,
     svd_source,
     token_head_parts,
+    token_measured_methods,
     token_methods,
     training_settings,
 )
@@ -326,7 +327,8 @@ class Planner:
         rows)."""
         model = wildcards["model"]
         vocab = SMOLLM2_VOCAB if is_token_model(model) else 256
-        rows = (self._positions(model) * len(self.config["decoding"]["methods"])
+        methods = token_measured_methods(self.config) if is_token_model(model) else self.config["decoding"]["methods"]
+        rows = (self._positions(model) * len(methods)
                 + self._bat_positions(model) * len(byte_bat_methods(self.config, model)))
         cost.cpu_h += rows * self.costs.metrics_s_per_position * (vocab / 256) ** 0.8 / 3600
         cost.disk_gb += rows * 12 * 8 / 1e9
