@@ -281,7 +281,7 @@ def test_tok_full_gets_tbat_through_its_source_s_own_head_and_its_table_row_says
         result, (expected, failures) = BATSolver(W).reject_set(p), bat_reject_set(p, W)
         assert not result.failed and not failures and np.array_equal(result.rejected, expected)
     summaries = pd.DataFrame({"model": ["tok-svd-r4", "tok-full"], "method": "pure", "mean": [0.9, 0.1], "sd": 0.0,
-                              "ci_low": 0.0, "ci_high": 1.0, "n_failed": 0})
+                              "ci_low": 0.0, "ci_high": 1.0, "n_failed": 0, "n_positions": 8})
     table = table_e_tbat(summaries, ["tok-svd-r4", "tok-full"], ["pure"])
     assert table["bottleneck"].tolist() == [4, "full"] and table.iloc[1, 2] == 0.1
 
