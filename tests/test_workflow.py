@@ -339,7 +339,7 @@ def test_a_metric_formula_edit_reruns_76_demo_jobs(tmp_path):
     training_figure reached the formulas through `metrics_report`'s byte frequencies, and four figures too."""
     jobs = jobs_an_edit_reruns("analysis.metrics", tmp_path)
     assert sum(jobs.values()) == 76, jobs  # 73 before the truncation samplers' three tables
-    assert jobs["oversmoothing_metrics"] == 38 and jobs["metrics_table"] == 18  # the demo's pairs and tables
+    assert jobs["oversmoothing_metrics"] == 38 and jobs["metrics_table"] == 21  # the demo's pairs and tables
     assert not set(jobs) & {"quality_table", "sample_table", "training_figure", "figure_5_1", "tbat", "quality"}
 
 
