@@ -24,8 +24,7 @@ from oversmooth.core.catalog import (
     trained_models,
     training_settings,
 )
-from oversmooth.analysis.bat.sampler import BAT_METHODS
-from oversmooth.analysis.decoding import decoding_settings
+from oversmooth.analysis.decoding import HEAD_METHODS, decoding_settings
 from oversmooth.generation.mirostat import sampler_decoding_settings
 from oversmooth.core.cluster import SCHEDULING_KEYS
 from oversmooth.core.cluster import job_resources as cluster_job_resources

@@ -54,6 +54,6 @@ def support_inputs(wildcards):
 def support_settings(wildcards):
     """`support` with the BA methods left out of the grid of a model without one head matrix, and the BAT solver's
     tolerances where it has one."""
-    grid = {m: v for m, v in config["support"]["grid"].items() if bat_head(wildcards.model) or m not in BAT_METHODS}
-    bat = {k: config["tbat"][k] for k in BAT_TOLERANCES} if set(grid) & set(BAT_METHODS) else None
+    grid = {m: v for m, v in config["support"]["grid"].items() if bat_head(wildcards.model) or m not in HEAD_METHODS}
+    bat = {k: config["tbat"][k] for k in BAT_TOLERANCES} if set(grid) & set(HEAD_METHODS) else None
     return {"positions": config["support"]["positions"], "grid": grid, "bat": bat}

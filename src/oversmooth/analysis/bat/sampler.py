@@ -31,12 +31,11 @@ import threadpoolctl
 from oversmooth.analysis.bat.result import BATResult
 from oversmooth.analysis.bat.settings import TBATSettings
 from oversmooth.analysis.bat.solver import BATSolver
-from oversmooth.analysis.decoding import Decoding, entropy
+from oversmooth.analysis.decoding import HEAD_METHODS, Decoding, entropy
 from oversmooth.core.logs import get_logger
 
 log = get_logger("bat_sampling")
 
-BAT_METHODS = {"ba_epsilon": "epsilon", "ba_eta": "eta"}  # each BAT method and the truncation whose threshold it takes
 
 
 class BATSamplingError(RuntimeError):
@@ -50,7 +49,7 @@ def bat_threshold(decoding: Decoding, logprobs: np.ndarray) -> np.ndarray:
         return np.full(logprobs.shape[:-1], decoding.epsilon)
     if decoding.method == "ba_eta":
         return np.minimum(decoding.eta, np.sqrt(decoding.eta) * np.exp(-entropy(logprobs)))
-    raise ValueError(f"{decoding.method!r} is not a BAT sampling method; choose from {sorted(BAT_METHODS)}")
+    raise ValueError(f"{decoding.method!r} is not a BAT sampling method; choose from {sorted(HEAD_METHODS)}")
 
 
 @dataclass
@@ -192,7 +191,7 @@ def bat_decodings(decodings: list, W: np.ndarray | Callable[[], np.ndarray | Non
     """`decodings` with each BAT method bound to the sampler of head matrix W (or of what W(), called only where a
     BAT method is asked for, gives; one solver for all of them: the row basis is the same); the others as they are.
     W None (a head that is not one softmax of a matrix) fails where a BAT method is asked for, naming the model."""
-    wanted = [d for d in decodings if d.method in BAT_METHODS]
+    wanted = [d for d in decodings if d.method in HEAD_METHODS]
     if not wanted:
         return list(decodings)
     W = W() if callable(W) else W
@@ -201,4 +200,4 @@ def bat_decodings(decodings: list, W: np.ndarray | Callable[[], np.ndarray | Non
                          "W h); this model has none (a mixture of softmaxes, or a model loaded from elsewhere): "
                          "leave BAT sampling out of its methods")
     sampler = BATSampler(W, settings)
-    return [BATDecoding(d, sampler) if d.method in BAT_METHODS else d for d in decodings]
+    return [BATDecoding(d, sampler) if d.method in HEAD_METHODS else d for d in decodings]
