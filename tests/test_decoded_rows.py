@@ -113,3 +113,28 @@ def test_a_decoded_row_at_a_position_the_logits_lack_is_an_error_naming_the_file
         write_position_metrics(chunks_of(logp, logp, prompt_id, position, 10), out, [Decoding("pure")], 0.9, 1e-6,
                                decoded)
     assert not out.exists()  # no half-made metrics file
+
+
+def test_tbat_after_ba_at_the_decoded_rows_is_tbat_of_ba_decided_again_at_those_positions(tmp_path):
+    """The TBAT job reads BA's rows from rule bat_decode instead of deciding its reject sets a second time: the same
+    numbers as binding BA to the head in the job, at the decoded file's positions, beside the other methods' rows."""
+    from oversmooth.analysis.bat.settings import TBATSettings
+    from oversmooth.analysis.tbat import model_tbat
+
+    W, logprobs = low_rank_logprobs(30, seed=7)
+    prompt_id, position = np.repeat(np.arange(3), 10), np.tile(np.arange(10), 3)
+    write_logits(tmp_path / "bn.parquet", prompt_id, position, logprobs)
+    rows = sampled_logit_rows(tmp_path / "bn.parquet", 6, seed=2)
+    write_decoded_rows(rows, bat_decodings(decodings_from_config(SETTINGS), W), tmp_path / "decoded.parquet")
+    decoded = read_decoded_rows(tmp_path / "decoded.parquet")
+    tbat_rows = sampled_logit_rows(tmp_path / "bn.parquet", 9, seed=4)  # tbat.positions need not be bat_positions
+    read = model_tbat(W, tbat_rows, tmp_path / "read.parquet", [Decoding("pure")], TBATSettings(),
+                      decoded=decoded).to_pandas()
+    bound = model_tbat(W, rows, tmp_path / "bound.parquet", bat_decodings(decodings_from_config(SETTINGS), W),
+                       TBATSettings()).to_pandas()
+    assert read["method"].value_counts().to_dict() == {"pure": 9, "ba_epsilon": 6, "ba_eta": 6}
+    ba = read[read["method"] != "pure"].reset_index(drop=True)
+    assert ba[["prompt_id", "position", "method", "n_rejected"]].equals(
+        bound[["prompt_id", "position", "method", "n_rejected"]])
+    np.testing.assert_allclose(ba["tbat"], bound["tbat"], rtol=0, atol=1e-15)
+    assert (ba.loc[ba["method"] == "ba_epsilon", "n_rejected"] > 0).any()  # something for the check to compare

@@ -150,9 +150,9 @@ def test_ba_methods_are_priced_in_bat_decode_metrics_and_tbat_at_their_positions
     assert planner.job("bat_decode", {"model": "bn-16"}).cpu_h == pytest.approx((2 * 50 * 0.06 + startup) / 3600)
     assert planner.job("bat_decode", {"model": "bn-256"}).cpu_h == pytest.approx(startup / 3600)
     assert planner.job("bat_decode", {"model": "bn-4"}).disk_gb == pytest.approx(2 * 50 * 256 * 8 / 1e9)
-    # TBAT: 5 + 2 methods at 20 positions, and the BA reject sets at those 20 positions
+    # TBAT: 5 methods at 20 positions, and after BA's 2 at the 50 rows bat_decode decoded (no reject sets again)
     tbat = planner.job("tbat", {"model": "bn-16"}).cpu_h
-    assert tbat == pytest.approx((20 * 7 * 1.6e-3 * 2 + 2 * 20 * 0.06 + startup) / 3600)
+    assert tbat == pytest.approx(((20 * 5 + 50 * 2) * 1.6e-3 * 2 + startup) / 3600)
     # the metrics: 5 methods at every position (config.yaml: 16 prompts x 400) and BA's 2 at 50; MoS has no BA
     positions = planner.config["eval"]["n_prompts"] * planner.config["eval"]["window"]
     rows = {"bn-4": positions * 5 + 50 * 2, "mos-4": positions * 5}

@@ -109,9 +109,9 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
     # (and BA-epsilon and BA-eta: support recovery's, the metrics' decoded rows, TBAT after them)
     *[(module, {"tbat", "time_metrics", "table_i_1", "sample", "support", "bat_decode"}) for module in BAT_MODULES
       if module != "sampler"],
-    # BAT sampling: the sampling and support jobs, the BA rows of the metrics and TBAT after BA, not the teacher's
-    # corpus, and not the metrics jobs, which read the decoded rows
-    ("sampler", {"sample", "support", "bat_decode", "tbat"}),
+    # BAT sampling: the sampling and support jobs, the BA rows of the metrics and of TBAT after BA, not the teacher's
+    # corpus, and not the metrics or TBAT jobs, which read the decoded rows
+    ("sampler", {"sample", "support", "bat_decode"}),
     ("tbat", {"tbat"}),
     # the metrics' tables: the tables and the figures drawn from them, no metrics, TBAT or quality job, and no
     # sample-quality table or other figure (issue 55: they reached it for its byte frequencies)
@@ -129,9 +129,9 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
     # reached it through `metrics_report`)
     ("metrics", {"oversmoothing_metrics", "time_metrics", "table_i_1", "metrics_table", "loss_matched",
                  "figure_4_2", "figure_4_3", "figure_loss_matched", "figure_token_heads", "position_figure"}),
-    # the decoded rows' file (BA's, at a sample of positions): the job that writes them and whatever reaches the
-    # metrics, which read them
-    ("decodedrows", {"bat_decode", "oversmoothing_metrics", "time_metrics", "table_i_1", "metrics_table",
+    # the decoded rows' file (BA's, at a sample of positions): the job that writes them, TBAT and whatever reaches
+    # the metrics, which read them
+    ("decodedrows", {"bat_decode", "tbat", "oversmoothing_metrics", "time_metrics", "table_i_1", "metrics_table",
                      "loss_matched", "figure_4_2", "figure_4_3", "figure_loss_matched", "figure_token_heads",
                      "position_figure"}),
     # the summaries' statistics (mean, sd, cluster bootstrap): the jobs that summarise per-position values

@@ -524,8 +524,9 @@ def test_the_bottlenecks_ba_metrics_are_the_decoded_rows_at_tbats_positions_and_
         for method in ("ba_epsilon", "ba_eta"):
             rows = decoded.method == method
             assert (decoded.prompt_id[rows] == truth.prompt_id).all() and (decoded.position[rows] == truth.position).all()
-            after = tbat[tbat["method"] == method]  # TBAT after BA, at TBAT's own (the same) positions
+            after = tbat[tbat["method"] == method]  # TBAT after BA, at the decoded rows (TBAT's own positions here)
             assert len(after) == 24 and not after["failed"].any() and after["tbat"].between(0, 1 + 1e-9).all(), model
+            assert (after["position"].to_numpy() == decoded.position[rows]).all(), model
             got = metrics[metrics["method"] == method].sort_values(["prompt_id", "position"])
             assert len(got) == 24 and (got["position"].to_numpy() == truth.position).all(), model
             expected = oversmoothing_against(decoded.logprobs[rows], reference, 1e-6)

@@ -15,19 +15,21 @@ def unargmaxable_inputs(wildcards):
 
 
 def tbat_inputs(wildcards):
-    """A bottleneck's logits and checkpoint, or a token-track head's evaluation states and factors."""
+    """A bottleneck's logits and checkpoint (and its BA-decoded rows where it has BA methods: TBAT after BA-epsilon and
+    BA-eta at those rows), or a token-track head's evaluation states and factors."""
     if is_token_model(wildcards.model):
         return {"states": token_states_path("eval"), **token_head_input(wildcards.model)}
-    return {"logits": logits_path(wildcards.model), "checkpoint": model_path(wildcards.model, "best.pt")}
+    decoded = {"decoded": decoded_path(wildcards.model)} if byte_bat_methods(config, wildcards.model) else {}
+    return {"logits": logits_path(wildcards.model), "checkpoint": model_path(wildcards.model, "best.pt"), **decoded}
 
 
 def tbat_decoding(wildcards):
     """`decoding` with a token-track head's methods (tok-full's `tokens.full_tbat_methods` where set), or a byte
-    model's `decoding.methods` and its BA methods (`byte_bat_methods`: TBAT after BA-epsilon and BA-eta)."""
+    model's `decoding.methods` (its BA methods come decoded: `tbat_inputs`)."""
     model = wildcards.model
     if is_token_model(model):
         return decoding_settings(config["decoding"], token_tbat_methods(config, model))
-    return decoding_settings(config["decoding"], [*config["decoding"]["methods"], *byte_bat_methods(config, model)])
+    return decoding_settings(config["decoding"], config["decoding"]["methods"])
 
 
 def tbat_settings(wildcards):

@@ -1,9 +1,9 @@
 """Snakemake adapter: TBAT of one bottlenecked model, or of one token-track head over its whole vocabulary, at
-sampled positions, per decoding method (rule tbat), a byte model's BA-epsilon and BA-eta among them. A bottlenecked
-model's job runs without torch."""
+sampled positions, per decoding method (rule tbat); a byte model's BA-epsilon and BA-eta at the rows rule bat_decode
+decoded. A bottlenecked model's job runs without torch."""
 
-from oversmooth.analysis.bat.sampler import bat_decodings
 from oversmooth.analysis.bat.settings import TBATSettings
+from oversmooth.analysis.decodedrows import read_decoded_rows
 from oversmooth.analysis.decoding import decodings_from_config
 from oversmooth.analysis.summary import summarise_file
 from oversmooth.analysis.tbat import model_tbat
@@ -30,10 +30,9 @@ with workflow_job(smk.log[0]):
         W = read_output_matrix(smk.input.checkpoint)
         rows = sampled_logit_rows(smk.input.logits, settings["positions"], seed)
     tolerances = {k: settings[k] for k in ("zero_tol", "certificate_margin", "feasibility_tol", "rank_tol")}
-    decodings = bat_decodings(decodings_from_config(smk.params.decoding), W, TBATSettings(**tolerances),
-                              model=smk.wildcards.model)  # BA-epsilon and BA-eta bound to the head (byte models)
-    model_tbat(W, rows, smk.output.positions, decodings, TBATSettings(threshold=settings["threshold"], **tolerances),
-               workers=smk.threads)
+    decoded = read_decoded_rows(smk.input.decoded) if "decoded" in smk.input.keys() else None  # BA's rows
+    model_tbat(W, rows, smk.output.positions, decodings_from_config(smk.params.decoding),
+               TBATSettings(threshold=settings["threshold"], **tolerances), workers=smk.threads, decoded=decoded)
     boot = smk.params.bootstrap
     summary = summarise_file(
         smk.output.positions, n_boot=boot["bootstrap"], confidence=boot["confidence"], seed=seed, metrics=["tbat"]

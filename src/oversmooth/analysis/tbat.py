@@ -17,6 +17,7 @@ import threadpoolctl
 from oversmooth.analysis.bat.polytope import row_basis
 from oversmooth.analysis.bat.settings import TBATSettings
 from oversmooth.analysis.bat.solver import BATSolver
+from oversmooth.analysis.decodedrows import DecodedRows
 from oversmooth.core.io import write_parquet
 from oversmooth.core.logs import get_logger
 from oversmooth.extraction.logit_tables import SampledRows
@@ -97,27 +98,40 @@ def model_tbat(
     settings: TBATSettings,
     *,
     workers: int = 1,
+    decoded: DecodedRows | None = None,
 ) -> pa.Table:
-    """TBAT at sampled positions (`rows`: the same for every model) after each decoding, to Parquet."""
+    """TBAT at sampled positions (`rows`: the same for every model) after each decoding, and at the rows of `decoded`
+    (BA-epsilon and BA-eta, decoded once by rule bat_decode at their own positions) for each of its methods, to
+    Parquet."""
     basis = row_basis(np.asarray(W, dtype=np.float64), settings.rank_tol)  # once for every decoding
-    log.info("k = %d (rank of [W^T; 1^T] %d), V = %d: %d positions x %d decodings, %d workers", W.shape[1],
-             basis.shape[0], W.shape[0], len(rows.position), len(decodings), workers)
-    tables = []
-    for decoding in decodings:
-        probs = np.exp(decoding(rows.logprobs.astype(np.float64)))
-        probs /= probs.sum(1, keepdims=True)
-        started = time.perf_counter()
-        results = tbat_positions(W, probs, settings, basis=basis, workers=workers, log_every=max(1, len(probs) // 5))
-        failed = sum(r.failed for r in results)
-        log.info("%s: mean TBAT %.4g, %d LP solves, %d solver failures, %.1f s", decoding.method,
-                 np.nanmean([r.tbat for r in results]), sum(r.lp_solves for r in results), failed,
-                 time.perf_counter() - started)
-        tables.append(pa.table({
-            "prompt_id": rows.prompt_id, "position": rows.position, "method": [decoding.method] * len(results),
-            "tbat": [r.tbat for r in results], "n_rejected": np.array([r.n_rejected for r in results], dtype=np.int32),
-            "lp_solves": np.array([r.lp_solves for r in results], dtype=np.int32),
-            "failed": [r.failed for r in results],
-        }, schema=TBAT_SCHEMA))
+    log.info("k = %d (rank of [W^T; 1^T] %d), V = %d: %d positions x %d decodings%s, %d workers", W.shape[1],
+             basis.shape[0], W.shape[0], len(rows.position), len(decodings),
+             "" if decoded is None else f" + {len(decoded.position)} decoded rows ({decoded.path})", workers)
+    tables = [_method_tbat(W, basis, settings, workers, decoding.method, rows.prompt_id, rows.position,
+                           decoding(rows.logprobs.astype(np.float64))) for decoding in decodings]
+    if decoded is not None:
+        for method in dict.fromkeys(decoded.method):  # the file's order
+            mine = decoded.method == method
+            tables.append(_method_tbat(W, basis, settings, workers, method, decoded.prompt_id[mine],
+                                       decoded.position[mine], decoded.logprobs[mine]))
     table = pa.concat_tables(tables)
     write_parquet(table, out_path)
     return table
+
+
+def _method_tbat(W: np.ndarray, basis: np.ndarray, settings: TBATSettings, workers: int, method: str,
+                 prompt_id: np.ndarray, position: np.ndarray, logprobs: np.ndarray) -> pa.Table:
+    """One method's TBAT rows: TBAT of each decoded row (log-probabilities, -inf where removed)."""
+    probs = np.exp(logprobs)
+    probs /= probs.sum(1, keepdims=True)
+    started = time.perf_counter()
+    results = tbat_positions(W, probs, settings, basis=basis, workers=workers, log_every=max(1, len(probs) // 5))
+    log.info("%s: mean TBAT %.4g, %d LP solves, %d solver failures, %.1f s", method,
+             np.nanmean([r.tbat for r in results]), sum(r.lp_solves for r in results), sum(r.failed for r in results),
+             time.perf_counter() - started)
+    return pa.table({
+        "prompt_id": np.asarray(prompt_id, dtype=np.int32), "position": np.asarray(position, dtype=np.int32),
+        "method": [method] * len(results), "tbat": [r.tbat for r in results],
+        "n_rejected": np.array([r.n_rejected for r in results], dtype=np.int32),
+        "lp_solves": np.array([r.lp_solves for r in results], dtype=np.int32), "failed": [r.failed for r in results],
+    }, schema=TBAT_SCHEMA)

@@ -369,12 +369,11 @@ class Planner:
             seconds = (token_tbat_positions(self.config, model) * _measured_around(self.costs.token_tbat_s, model)
                        * sum(_measured_around(shares[m], model) if m in shares else 1.0
                              for m in token_tbat_methods(self.config, model)))
-        else:  # and BA-epsilon's and BA-eta's reject sets at its positions, then TBAT after them
+        else:  # and TBAT after BA-epsilon and BA-eta at the rows bat_decode decoded (metrics.bat_positions)
             k = bottleneck_of(model) if not model.startswith("gt-") else 256
-            positions = self._bat_positions(model, self.config["tbat"]["positions"])
-            methods += len(byte_bat_methods(self.config, model))
-            seconds = (self.config["tbat"]["positions"] * methods * self.costs.tbat_s_per_position * math.sqrt(k / 4)
-                       + self._bat_decoding_s(model, k, positions))
+            rows = (self.config["tbat"]["positions"] * methods
+                    + self._bat_positions(model) * len(byte_bat_methods(self.config, model)))
+            seconds = rows * self.costs.tbat_s_per_position * math.sqrt(k / 4)
         cost.cpu_h += seconds / 3600
 
     def _quality(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
