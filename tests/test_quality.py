@@ -233,3 +233,23 @@ def test_the_token_quality_figure_gives_each_of_many_methods_its_own_colour():
                "ba_eta", "mirostat"]
     colours = method_colors(methods)
     assert len(set(map(str, colours.values()))) == 12 and set(colours) == set(methods)
+
+
+def test_continuations_of_one_prompt_in_batches_give_each_pair_its_own_nll_against_a_whole_forward_pass(tiny_lm):
+    """The sample jobs score several continuations a prompt: each pair's NLL is that of one forward pass over its
+    own tokens, in batches smaller than their number, beside other prompts, an empty continuation and a pair longer
+    than the model's 32 positions (its last 32 tokens, as alone)."""
+    model, tokenizer = tiny_lm
+    long = " ".join(["the cat sat on the mat ."] * 5)  # 35 tokens after <s> and the prompt
+    prompts = ["the cat", "the cat", "a dog", "the cat", "the cat", ""]
+    continuations = ["sat on the mat", "sat .", "sat", long, "", "the cat"]
+    total, count = continuation_nll(model, tokenizer, prompts, continuations, batch_size=2)
+    for i, (p, c) in enumerate(zip(prompts, continuations)):
+        ids = [1] + tokenizer(p, add_special_tokens=False).input_ids + tokenizer(c, add_special_tokens=False).input_ids
+        n_tail = len(tokenizer(c, add_special_tokens=False).input_ids)
+        ids = ids[-32:]
+        with torch.no_grad():
+            logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), -1)
+        scored = range(len(ids) - min(n_tail, len(ids) - 1), len(ids))
+        assert count[i] == len(scored) == min(n_tail, 31)
+        assert total[i] == pytest.approx(-sum(logp[t - 1, ids[t]].item() for t in scored), rel=1e-5, abs=1e-9), i
