@@ -27,14 +27,8 @@ import torch
 from oversmooth.analysis.bat.sampler import BATDecoding, BATSampler
 from oversmooth.analysis.decoding import Decoding
 from oversmooth.analysis.tbat import one_blas_thread
-from oversmooth.generation.sampling import (
-    GPTStepper,
-    TokenHeadStepper,
-    byte_head_matrix,
-    generate,
-    token_head_matrix,
-    uniforms_for,
-)
+from oversmooth.generation.samples import byte_head_matrix, token_head_matrix
+from oversmooth.generation.sampling import GPTStepper, TokenHeadStepper, generate, uniforms_for
 
 
 def anchor_is_rejected(W: np.ndarray, p: np.ndarray, token: int, threshold: float) -> bool | None:

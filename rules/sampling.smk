@@ -16,6 +16,7 @@ rule sample:
         seed=config["seed"],
         ground_truth=lambda w: loaded_ground_truth(w.model),
         truth_decoding=lambda w: truth_decoding_of(w.model),
+        document_context=lambda w: scored_by_truth(w.model),  # then sampled in the truth's context
     threads: config["resources"]["inference_threads"]
     resources:
         **job_resources("inference"),

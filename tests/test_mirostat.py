@@ -16,7 +16,8 @@ from oversmooth.generation.mirostat import (
     top_k_size,
     zipf_exponent,
 )
-from oversmooth.generation.sampling import draw, generate, sample_model, uniforms_for
+from oversmooth.generation.samples import sample_model
+from oversmooth.generation.sampling import draw, generate, uniforms_for
 from oversmooth.models.bytelm import GPTByteLM
 from oversmooth.models.model import GPT, GPTConfig
 from oversmooth.workflow.config import ConfigError, load_config

@@ -150,6 +150,9 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
     # a truth with known support: the decoding applied wherever the truth is read, and the truth's sampler
     ("decoded", {"teacher_corpus", "extract_logits", "evaluate_model", "sample", "quality"}),
     ("sampling", {"teacher_corpus", "sample"}),
+    # the sample jobs' side (prompts in, seeds, Parquet out): the sample jobs alone, not the teacher's corpus, whose
+    # rerun would rewrite the teacher's language and everything trained on it
+    ("samples", {"sample"}),
     ("findings", {"findings", "token_findings"}),
 ])
 def test_analysis_code_is_run_by_the_scripts_that_use_it_only(module, scripts):

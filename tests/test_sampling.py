@@ -1,22 +1,22 @@
 """Sampling: the cached sampler equals the no-cache one, per-row seeds, the Parquet output, hf models."""
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
 from conftest import prompts_table
 
 from oversmooth.analysis.decoding import Decoding
+from oversmooth.data.prompts import PROMPTS_SCHEMA
+from oversmooth.generation.samples import SAMPLES_SCHEMA, equal_length_batches, sample_model, sample_seed
 from oversmooth.generation.sampling import (
-    SAMPLES_SCHEMA,
     GPTStepper,
     HFStepper,
     TokenHeadStepper,
     draw,
     generate,
     generate_uncached,
-    sample_model,
-    sample_seed,
     uniforms_for,
 )
 from oversmooth.models.bytelm import GPTByteLM, load_hf_byte_lm
@@ -121,3 +121,31 @@ def test_each_sampling_step_attends_without_cudnn_and_restores_the_choice(lm, tm
         generate(stepper, x, Decoding("pure"), u)
         assert seen and not any(seen), type(stepper).__name__
     assert torch.backends.cuda.cudnn_sdp_enabled()
+
+
+def test_sampling_in_the_document_continues_each_prompts_context_and_prefix_and_records_the_prefix(lm, tmp_path):
+    """A teacher's truth scores a continuation after the document before its prompt, so the model samples there too
+    (`document_context`): contexts of different lengths in batches of one length each, every row the continuation
+    of its own context + prefix in the prompts' order, the row's prefix the prompt's alone."""
+    prompts = prompts_table(5, 0, 8).to_pylist()
+    rng = np.random.default_rng(3)
+    for row, n in zip(prompts, (0, 3, 1, 3, 6)):  # document starts 0-6 bytes before the prompt
+        row["context"] = bytes(rng.integers(32, 127, size=n, dtype=np.uint8))
+    table = pa.Table.from_pylist(prompts, schema=PROMPTS_SCHEMA)
+    decodings = [Decoding("pure"), Decoding("top_p", top_p=0.9)]
+    got = sample_model(lm, table, decodings, tmp_path / "s.parquet", continuation_bytes=12, batch_size=2, seed=1,
+                       document_context=True).to_pylist()
+    assert [(r["method"], r["prompt_id"]) for r in got] == [(d.method, i) for d in decodings for i in range(5)]
+    for r in got:
+        prompt = prompts[r["prompt_id"]]
+        x = torch.tensor([list(prompt["context"] + prompt["sample_prefix"])])
+        alone = generate_uncached(lm, x, Decoding(r["method"], top_p=0.9), uniforms_for([r["seed"]], 12))
+        assert r["continuation"] == bytes(alone[0].tolist()) and r["prefix"] == prompt["sample_prefix"]
+    without = sample_model(lm, table, decodings[:1], tmp_path / "w.parquet", continuation_bytes=12, batch_size=2,
+                           seed=1).to_pylist()
+    assert without[0]["continuation"] == got[0]["continuation"]  # no context before prompt 0
+    assert [r["continuation"] for r in without[1:]] != [r["continuation"] for r in got[1:5]]
+
+
+def test_equal_length_batches_keep_each_length_together_in_order():
+    assert equal_length_batches([[1], [1, 2], [3], [4], [5, 6], [7]], 2) == [[0, 2], [3, 5], [1, 4]]

@@ -192,7 +192,7 @@ def test_token_samples_continue_the_prompt_tokens_reproducibly(cached, tiny_toke
     """Each (method, prompt) continuation is the tokens `generate` draws from its own seed, decoded; a second run
     and a run in other batches give the same table."""
     from oversmooth.data.prompts import TOKEN_PROMPTS_SCHEMA
-    from oversmooth.generation.sampling import sample_seed, sample_token_model
+    from oversmooth.generation.samples import sample_seed, sample_token_model
     from oversmooth.models.causallm import load_tokenizer
 
     model, ids = cached[:2]

@@ -568,7 +568,7 @@ def test_smoke_run_writes_tables_b_and_i_1(smoke_run):
 
 @pytest.mark.workflow
 def test_smoke_run_samples_and_scores_quality(smoke_run):
-    from oversmooth.generation.sampling import SAMPLES_SCHEMA
+    from oversmooth.generation.samples import SAMPLES_SCHEMA
 
     _, workdir, _ = smoke_run
     results = workdir / "results"
@@ -935,7 +935,7 @@ def test_adding_a_token_rank_builds_only_its_heads_their_metrics_samples_and_the
 
 @pytest.mark.workflow
 def test_the_token_track_samples_every_head_and_the_full_head_and_scores_them_against_human_text(smoke_run):
-    from oversmooth.generation.sampling import SAMPLES_SCHEMA
+    from oversmooth.generation.samples import SAMPLES_SCHEMA
     from oversmooth.models.causallm import load_tokenizer
 
     _, workdir, _ = smoke_run

@@ -29,6 +29,12 @@ def sampling_settings(model):
     return config["sampling"]
 
 
+def scored_by_truth(model):
+    """Whether a teacher's truth scores `model`'s samples (a byte model on a teacher's language): it scores each in
+    its document, so the model samples after the document before the prompt too."""
+    return truth_model() is not None and not is_token_model(model)
+
+
 def truth_entry():
     """The truth's ground-truth entry as `load_byte_lm` reads it (a `token` model's `path` the folder of its input),
     or None: no truth, or one trained here (its checkpoint is the input)."""

@@ -7,7 +7,7 @@ from oversmooth.core.catalog import is_token_model
 from oversmooth.core.io import read_parquet
 from oversmooth.core.job import workflow_job
 from oversmooth.generation.mirostat import sampling_decodings
-from oversmooth.generation.sampling import byte_head_matrix, sample_model, sample_token_model, token_head_matrix
+from oversmooth.generation.samples import byte_head_matrix, sample_model, sample_token_model, token_head_matrix
 from oversmooth.workflow.rules import rule_byte_lm
 from oversmooth.workflow.tokensource import rule_token_source
 
@@ -31,4 +31,5 @@ with workflow_job(smk.log[0]):
         sample_model(
             lm, prompts, decodings, smk.output[0], continuation_bytes=settings["continuation_bytes"],
             batch_size=settings["batch_size"], seed=smk.params.seed, n_prompts=settings["n_prompts"],
+            document_context=smk.params.document_context,
         )

@@ -1,13 +1,9 @@
-"""Sampling continuations with the decoding methods (thesis ch. 5, §6.2).
+"""Sampling continuations with the decoding methods (thesis ch. 5, §6.2): the steppers and the draw.
 
-Every model continues every prompt's `sample_prefix` for `continuation_bytes` bytes with each
-decoding method, batched over prompts, with a key/value cache: one new byte costs one forward pass
-over that byte only. A byte is drawn from the decoded distribution by inverting its CDF at a uniform
-number from the row's own generator, seeded by (seed, model, method, prompt): adding a model or a
-prompt changes no other sample, and the batch size changes nothing.
-
-The token track samples the same way (`sample_token_model`): a rank-k head (or the full one) on a frozen
-`transformers` LM's states with that model's cache, token prefixes of equal length, texts decoded by its tokenizer.
+A stepper gives a model's next-symbol log-probabilities with a key/value cache: one new byte costs one forward pass
+over that byte only. A byte is drawn from the decoded distribution by inverting its CDF at a uniform number from the
+row's own generator (`uniforms_for`). The sample jobs' side (prompts in, a Parquet of samples out, the seeds) is
+`generation.samples`; the teacher's documents (`generation.teacher`) are drawn with these steppers too.
 
 Context: while prefix + continuation fit in the model's block, every byte sees everything before it
 (the thesis: 100 + 500 <= 1024). When the cache is full, it is rebuilt from the last `block // 2`
@@ -17,46 +13,19 @@ cache: the test oracle and the speed baseline).
 
 from __future__ import annotations
 
-import hashlib
-import os
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
-import pyarrow as pa
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from oversmooth.analysis.decoding import Decoding
-from oversmooth.core.io import write_parquet
-from oversmooth.core.logs import get_logger
 from oversmooth.generation.decoded import DecodedByteLM, DecodedStepper
 from oversmooth.models.bytelm import ByteLM, GPTByteLM, HFByteLM
 from oversmooth.models.kvcache import BlockKVCache
 from oversmooth.models.model import VOCAB_SIZE, bf16_autocast
-
-log = get_logger("sampling")
-
-SAMPLES_SCHEMA = pa.schema(
-    [
-        ("model", pa.string()),
-        ("method", pa.string()),
-        ("prompt_id", pa.int32()),
-        ("seed", pa.int64()),
-        ("prefix", pa.binary()),
-        ("continuation", pa.binary()),
-        ("text", pa.string()),
-    ]
-)
-
-
-def sample_seed(seed: int, model: str, method: str, prompt_id: int) -> int:
-    """A 63-bit seed that depends only on (seed, model, method, prompt)."""
-    digest = hashlib.blake2b(f"{seed}/{model}/{method}/{prompt_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
-
 
 def draw(logprobs: torch.Tensor, decoding: Decoding, uniforms: torch.Tensor) -> torch.Tensor:
     """One byte (token) per row from the decoded distribution, by inverting its CDF at `uniforms` (B,) in [0, 1); a
@@ -268,108 +237,3 @@ def generate_uncached(lm: ByteLM, prefixes: torch.Tensor, decoding: Decoding, un
 def uniforms_for(seeds: Sequence[int], n: int) -> torch.Tensor:
     """(len(seeds), n) uniform numbers in [0, 1), row i from its own generator."""
     return torch.from_numpy(np.stack([np.random.default_rng(s).random(n) for s in seeds]))
-
-
-def sample_model(
-    lm: ByteLM,
-    prompts: pa.Table,
-    decodings: Sequence[Decoding],
-    out_path: str | os.PathLike,
-    *,
-    continuation_bytes: int,
-    batch_size: int,
-    seed: int,
-    n_prompts: int | None = None,
-) -> pa.Table:
-    """Every (method, prompt) continuation of one byte-level model, to Parquet."""
-    prefixes = [list(p) for p in prompts.column("sample_prefix").to_pylist()[:n_prompts]]
-    ids = prompts.column("prompt_id").to_pylist()[:n_prompts]
-    return write_samples(stepper_for(lm), lm.name, ids, prefixes, decodings, out_path, n_new=continuation_bytes,
-                         batch_size=batch_size, seed=seed, to_bytes=bytes)
-
-
-def sample_token_model(
-    model,
-    tokenizer,
-    head: torch.nn.Module,
-    name: str,
-    prompts: pa.Table,
-    decodings: Sequence[Decoding],
-    out_path: str | os.PathLike,
-    *,
-    continuation_tokens: int,
-    batch_size: int,
-    seed: int,
-) -> pa.Table:
-    """Every (method, prompt) continuation of a token-track model (`head` on the frozen `model`'s states) from the
-    token prompts' `prefix_ids`, to Parquet; texts are the sampled tokens decoded, as the human ones are."""
-    stepper = TokenHeadStepper(model, head, getattr(model.config, "max_position_embeddings", 2048))
-    return write_samples(
-        stepper, name, prompts.column("prompt_id").to_pylist(), prompts.column("prefix_ids").to_pylist(), decodings,
-        out_path, n_new=continuation_tokens, batch_size=batch_size, seed=seed,
-        to_bytes=lambda ids: tokenizer.decode(ids).encode("utf-8"),
-    )
-
-
-def byte_head_matrix(lm: ByteLM) -> np.ndarray | None:
-    """W (256 x k, float64) of a GPT byte model whose head is one softmax of a matrix (BAT sampling's); None for the
-    others (a Mixture of Softmaxes, a `transformers` model, the token marginal)."""
-    if isinstance(lm, GPTByteLM) and lm.model.config.mos_components == 1:
-        return lm.model.output_matrix().detach().double().cpu().numpy()
-    return None
-
-
-def token_head_matrix(head: torch.nn.Module) -> np.ndarray:
-    """W (V x k, float64) of a token-track head: a rank-k head's up-projection, or the model's own output layer."""
-    from oversmooth.analysis.tokenheads import head_matrix
-    from oversmooth.models.lowrank import LowRankHead
-
-    return head_matrix(head) if isinstance(head, LowRankHead) else head.weight.detach().double().cpu().numpy()
-
-
-def write_samples(
-    stepper: Stepper,
-    name: str,
-    ids: Sequence[int],
-    prefixes: Sequence[Sequence[int]],
-    decodings: Sequence[Decoding],
-    out_path: str | os.PathLike,
-    *,
-    n_new: int,
-    batch_size: int,
-    seed: int,
-    to_bytes: Callable[[Sequence[int]], bytes],
-) -> pa.Table:
-    """Continue each prefix (equal lengths, bytes or token ids) by `n_new` symbols with each decoding method, in
-    batches; one row per (method, prompt) with the prefix and continuation as `to_bytes` renders them."""
-    if len({len(p) for p in prefixes}) != 1:
-        raise ValueError(f"{name}: the sampling prefixes have different lengths {sorted({len(p) for p in prefixes})}; "
-                         "rebuild the prompts")
-    rows = []
-    for decoding in decodings:
-        started = time.perf_counter()
-        if hasattr(decoding, "sampler"):  # BAT sampling: its counts are this method's
-            decoding.sampler.restart()
-        for first in range(0, len(ids), batch_size):
-            batch_ids = ids[first : first + batch_size]
-            seeds = [sample_seed(seed, name, decoding.method, i) for i in batch_ids]
-            x = torch.tensor(prefixes[first : first + batch_size], dtype=torch.long)
-            new = generate(stepper, x, decoding, uniforms_for(seeds, n_new))
-            for i, s, prefix, continuation in zip(batch_ids, seeds, prefixes[first:], new.tolist()):
-                data = to_bytes(continuation)
-                rows.append(
-                    {"model": name, "method": decoding.method, "prompt_id": i, "seed": s, "prefix": to_bytes(prefix),
-                     "continuation": data, "text": data.decode("utf-8", errors="replace")}
-                )
-            log.info("%s %s: %d/%d continuations, %.1f s", name, decoding.method, min(first + batch_size, len(ids)),
-                     len(ids), time.perf_counter() - started)
-        seconds = time.perf_counter() - started
-        if hasattr(decoding, "sampler"):
-            log.info("%s %s: %s", name, decoding.method, decoding.sampler.restart().line(seconds))
-        log.info("%s %s: %d continuations of %d symbols, %.1f s (%.0f symbols/s)", name, decoding.method, len(ids),
-                 n_new, seconds, len(ids) * n_new / seconds)
-    table = pa.Table.from_pylist(rows, schema=SAMPLES_SCHEMA)
-    write_parquet(table, out_path)
-    return table
-
-
