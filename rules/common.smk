@@ -26,9 +26,10 @@ from oversmooth.core.catalog import (
 )
 from oversmooth.analysis.decoding import HEAD_METHODS, decoding_settings
 from oversmooth.generation.mirostat import sampler_decoding_settings
-from oversmooth.core.cluster import SCHEDULING_KEYS
+from oversmooth.core.cluster import SCHEDULING_KEYS, bat_sampling_runtime, token_bat_sampling_seconds
 from oversmooth.core.cluster import job_resources as cluster_job_resources
 from oversmooth.core.layout import (
+    bat_samples_path,
     benchmark_path,
     corpus_path,
     data_path,

@@ -3,12 +3,14 @@
 
 
 # A byte-level model continues the sampling prompts' byte prefixes; a token-track model (a rank-k head, or tok-full)
-# continues the token prompts with its head on its frozen source's states.
+# continues the token prompts with its head on its frozen source's states, and joins its BAT-sampling jobs' rows.
 rule sample:
     input:
         unpack(sample_inputs),
     output:
         samples_path("{model}"),
+    wildcard_constraints:
+        model=pattern("bottleneck", "checkpoint", "mos", "svd", "ground_truth", "token_head", "token_reference"),
     params:
         **library_code("sample"),
         sampling=lambda w: sampling_settings(w.model),
@@ -17,6 +19,7 @@ rule sample:
         ground_truth=lambda w: loaded_ground_truth(w.model),
         truth_decoding=lambda w: truth_decoding_of(w.model),
         document_context=lambda w: scored_by_truth(w.model),  # then sampled in the truth's context
+        methods=lambda w: token_methods(config) if is_token_model(w.model) else None,  # the joined rows' order
     threads: config["resources"]["inference_threads"]
     resources:
         **job_resources("inference"),
@@ -24,6 +27,34 @@ rule sample:
         log_path("samples", "{model}"),
     benchmark:
         benchmark_path("samples", "{model}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/sample.py"
+
+
+# BAT sampling on a token-track head (its two forms, BA-epsilon and BA-eta): one CPU job per head and method, its
+# runtime from its estimate; the head's sample job joins its rows.
+rule sample_bat:
+    input:
+        unpack(token_sample_inputs),
+    output:
+        bat_samples_path("{model}", "{method}"),
+    wildcard_constraints:
+        model=pattern("token_head", "token_reference"),
+        method="|".join(HEAD_METHODS),
+    params:
+        **library_code("sample"),
+        sampling=lambda w: sampling_settings(w.model),
+        decoding=lambda w: sampling_decoding_for(w.model, [w.method]),
+        seed=config["seed"],
+    threads: config["resources"]["metrics_threads"]
+    resources:
+        **bat_sampling_resources(),
+    log:
+        log_path("samples", "{model}.{method}"),
+    benchmark:
+        benchmark_path("samples", "{model}.{method}")
     conda:
         "../envs/torch.yaml"
     script:

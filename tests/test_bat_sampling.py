@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -251,6 +252,13 @@ def test_the_smoke_run_samples_bat_methods_where_a_head_is_one_softmax_and_logs_
     line = next(line for line in log.splitlines() if "ba_epsilon" in line and "solver questions" in line)
     questions = int(re.search(r"\(\d+ of (\d+) drawn tokens rejected\)", line).group(1))
     assert "tokens/s" in line and questions > 0  # bn-4's bytes are all below 0.0034: each draw asks the solver
+    # a token head's BA-eta in a CPU job of its own (rule sample_bat), whose rows its samples joined
+    for model in ("tok-svd-r4", "tok-full"):
+        log = (results / "logs" / "samples" / f"{model}.ba_eta.log").read_text()
+        assert any("ba_eta" in line and "solver questions" in line for line in log.splitlines()), model
+        alone = pq.read_table(results / "samples" / f"{model}.ba_eta.parquet")
+        joined = pq.read_table(results / "samples" / f"{model}.parquet")
+        assert joined.filter(pc.equal(joined.column("method"), "ba_eta")).equals(alone), model
 
 
 @pytest.mark.workflow

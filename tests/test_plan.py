@@ -162,9 +162,13 @@ def test_ba_methods_are_priced_in_bat_decode_metrics_and_tbat_at_their_positions
 
 
 
-def test_ba_sampling_s_solver_time_is_priced_per_sampled_byte_and_token_on_the_sample_job_s_gpu(tmp_path):
-    # the solver runs on the sample job's host while its GPU waits: GPU-hours where the job holds one
+def test_ba_sampling_s_solver_is_priced_on_a_byte_sample_job_s_gpu_and_in_a_token_head_s_own_cpu_job(tmp_path):
+    # a byte model's solver runs on its sample job's host while the GPU waits: GPU-hours where the job holds one; a
+    # token head's BA methods run in CPU jobs of their own (rule sample_bat), one per method, each asking SLURM for
+    # 1.5 x its estimate x the attempt
     from dataclasses import replace
+
+    from oversmooth.core.cluster import bat_sampling_runtime, token_bat_sampling_seconds
 
     costs = Costs()
     assert costs.bat_sampling_s_per_byte == 4.0e-5 and costs.token_bat_sampling_s == {64: 0.12, 576: 0.32}
@@ -175,9 +179,13 @@ def test_ba_sampling_s_solver_time_is_priced_per_sampled_byte_and_token_on_the_s
     free = _planner(tmp_path, overlay, costs=replace(costs, bat_sampling_s_per_byte=0.0,
                                                      token_bat_sampling_s={64: 0.0, 576: 0.0}))
     solver_h = {m: priced.job("sample", {"model": m}).gpu_h - free.job("sample", {"model": m}).gpu_h
-                for m in ("bn-8", "mos-4", "tok-svd-r64", "tok-svd-r4", "tok-full")}
+                for m in ("bn-8", "mos-4", "tok-svd-r64", "tok-full")}
     assert solver_h["bn-8"] == pytest.approx(2 * 10 * 100 * 4.0e-5 / 3600)  # two BA methods x 1,000 bytes
-    assert solver_h["mos-4"] == 0  # no head matrix: no BA
+    assert solver_h["mos-4"] == 0 and solver_h["tok-svd-r64"] == solver_h["tok-full"] == 0  # none, or own jobs
     for model, rate in (("tok-svd-r64", 0.12), ("tok-svd-r4", 0.12), ("tok-full", 0.32)):  # one BA method x 200
-        assert solver_h[model] == pytest.approx(200 * rate / 3600), model
-    assert priced.job("sample", {"model": "bn-8"}).cpu_h == free.job("sample", {"model": "bn-8"}).cpu_h
+        job = {"model": model, "method": "ba_eta"}
+        solver_h = priced.job("sample_bat", job).cpu_h - free.job("sample_bat", job).cpu_h
+        assert solver_h == pytest.approx(200 * rate / 3600) and priced.job("sample_bat", job).gpu_h == 0, model
+        assert token_bat_sampling_seconds(priced.config, model) == pytest.approx(200 * rate)
+    assert bat_sampling_runtime(6000.0, 240, 1) == 240 and bat_sampling_runtime(12000.0, 240, 1) == 300
+    assert bat_sampling_runtime(12000.0, 240, 2) == 600  # a retry after its time ran out asks for more

@@ -9,7 +9,15 @@ from conftest import prompts_table
 
 from oversmooth.analysis.decoding import Decoding
 from oversmooth.data.prompts import PROMPTS_SCHEMA
-from oversmooth.generation.samples import SAMPLES_SCHEMA, equal_length_batches, sample_model, sample_seed
+from oversmooth.analysis.bat.sampler import bat_decodings
+from oversmooth.generation.samples import (
+    SAMPLES_SCHEMA,
+    byte_head_matrix,
+    equal_length_batches,
+    join_samples,
+    sample_model,
+    sample_seed,
+)
 from oversmooth.generation.sampling import (
     GPTStepper,
     HFStepper,
@@ -83,6 +91,28 @@ def test_seeds_depend_only_on_model_method_and_prompt(lm, tmp_path):
     assert table.schema.equals(SAMPLES_SCHEMA) and table.num_rows == 5
     assert all(len(c) == 16 for c in table.column("continuation").to_pylist())
     assert table.column("text").to_pylist()[0] == table.column("continuation").to_pylist()[0].decode("utf-8", "replace")
+
+
+def test_bat_samplings_rows_from_a_job_of_their_own_joined_to_the_others_are_one_jobs_rows(lm):
+    """The token track samples BA-epsilon and BA-eta in CPU jobs of their own (rule sample_bat) and joins their rows
+    into the head's samples: the same table, row for row, as one job sampling every method; a method missing or
+    sampled twice is an error naming it."""
+    prompts, methods = prompts_table(3, 6, 6), ["pure", "ba_eta", "top_p", "ba_epsilon"]
+    decodings = {m: Decoding(m, eta=0.01) if m == "ba_eta" else Decoding(m, epsilon=0.01) if m == "ba_epsilon"
+                 else Decoding(m, top_p=0.9) if m == "top_p" else Decoding(m) for m in methods}
+
+    def sampled(chosen):
+        bound = bat_decodings([decodings[m] for m in chosen], byte_head_matrix(lm))
+        return sample_model(lm, prompts, bound, None, continuation_bytes=8, batch_size=2, seed=3)
+
+    one = sampled(methods)
+    parts = [sampled(["pure", "top_p"]), sampled(["ba_epsilon"]), sampled(["ba_eta"])]
+    joined = join_samples(parts, methods)
+    assert joined.equals(one) and joined.column("method").to_pylist() == [m for m in methods for _ in range(3)]
+    with pytest.raises(ValueError, match=r"missing \['ba_eta'\]"):
+        join_samples(parts[:2], methods)
+    with pytest.raises(ValueError, match="two sample tables hold method 'ba_eta'"):
+        join_samples([*parts, parts[2]], methods)
 
 
 def test_hf_models_sample_with_their_own_cache(tmp_path):

@@ -109,6 +109,32 @@ def test_every_sample_is_scored_by_the_truth(teacher_run):
     assert abs(by_model["gt-teacher"] - by_model["human"]) < 1.0
 
 
+def test_a_model_samples_each_prompt_in_its_document_the_context_the_truth_scores_it_in(teacher_run):
+    """On a teacher's language a byte model continues each prompt after its document before it (`context`) and its
+    `sample_prefix`: bn-4's pure samples are, byte for byte, what generating from context + prefix gives, and not
+    what the prefix alone gives (the defect: models sampled after the prefix alone while the truth scored each
+    continuation in its document, and the truth's own samples held bytes it gives 0 there)."""
+    from oversmooth.core.io import read_parquet
+    from oversmooth.generation.samples import sample_model
+    from oversmooth.workflow.config import load_config
+
+    results, _ = teacher_run
+    config = load_config(REPO / "config" / "smoke.yaml", OVERLAY)
+    settings, prompts = config["sampling"], read_parquet(results / "data" / "prompts.parquet")
+    lm = GPTByteLM("bn-4", load_model(results / "models" / "bn-4" / "best.pt"))
+    samples = pq.read_table(results / "samples" / "bn-4.parquet").to_pandas()
+    sampled = samples[samples["method"] == "pure"]["continuation"].tolist()
+
+    def regenerated(document_context):
+        table = sample_model(lm, prompts, [Decoding("pure")], None, continuation_bytes=settings["continuation_bytes"],
+                             batch_size=settings["batch_size"], seed=config["seed"], n_prompts=settings["n_prompts"],
+                             document_context=document_context)
+        return table.column("continuation").to_pylist()
+
+    assert len(sampled) == prompts.num_rows and sampled == regenerated(True)
+    assert sum(a != b for a, b in zip(sampled, regenerated(False))) >= len(sampled) // 2
+
+
 def test_the_findings_are_decided_against_the_truth_and_the_proxy(teacher_run):
     results, _ = teacher_run
     findings = pd.read_csv(results / "tables" / "table_findings.csv")

@@ -688,11 +688,12 @@ def test_jobs_ask_the_scheduler_for_what_config_resources_say(smoke_run, tmp_pat
     override = tmp_path / "cluster.yaml"
     override.write_text(
         "resources:\n  train_gpus: 2\n  gpu_partition: big-gpu\n  cpu_partition: small\n  gpu_model: a100\n"
-        "  account: lab-7\n  mem_mb: {train: 12000, head: 5000, cpu: 3000}\n  runtime_min: {train: 600, head: 45}\n"
+        "  account: lab-7\n  mem_mb: {train: 12000, head: 5000, cpu: 3000}\n  runtime_min: {train: 600, head: 45, cpu: 30}\n"
+        "  inference_gpus: 1\n"
     )
     output = snakemake(workdir, "-n", "-f", "results/models/bn-4/best.pt", "results/tbat/bn-4.parquet",
                        "results/models/bn-4@10/best.pt", "results/models/tok-learned-r4/head.pt",
-                       overrides=[override])
+                       "results/samples/tok-full.ba_eta.parquet", overrides=[override])
     text = output.stdout + output.stderr
 
     def job(rule):
@@ -710,6 +711,10 @@ def test_jobs_ask_the_scheduler_for_what_config_resources_say(smoke_run, tmp_pat
     # fitting a head on a frozen model takes a GPU for minutes, not the training's hours
     head = job("token_head")
     assert "gpu=2" in head and "runtime=45" in head and "mem_mb=5000" in head
+    # BAT sampling on a token head: its solver on a CPU node, not a sample job holding a GPU; its runtime the larger
+    # of runtime_min.cpu and 1.5 x its estimate (8 prompts x 8 tokens x 0.32 s at the full head: seconds)
+    bat = job("sample_bat")
+    assert "gpu=0" in bat and "slurm_partition=small" in bat and "runtime=30" in bat and "method=ba_eta" in bat
 
 
 @pytest.mark.workflow

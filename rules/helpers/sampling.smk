@@ -2,24 +2,46 @@
 # Snakemake keeps functions and rules in separate files (snakemake --lint).
 
 
-def sampling_decoding_for(model):
-    """The decoding settings a model is sampled with: `byte_sampling_methods` (its metrics' methods, where its head
-    is one softmax of a matrix `decoding.bat_methods`, and `decoding.sampler_methods`), or for the token track (which
-    measures every method) `tokens.sampling.methods`; mirostat's tau per byte or per token
-    (`sampler_decoding_settings`)."""
+def sampling_decoding_for(model, methods=None):
+    """The decoding settings a model is sampled with (or with `methods`): `byte_sampling_methods` (its metrics'
+    methods, where its head is one softmax of a matrix `decoding.bat_methods`, and `decoding.sampler_methods`), or
+    for the token track `token_methods` but BAT sampling's (`token_bat_sampling_methods`); mirostat's tau per byte
+    or per token (`sampler_decoding_settings`)."""
     token = is_token_model(model)
-    methods = token_methods(config) if token else byte_sampling_methods(config, model)
+    if methods is None:
+        methods = ([m for m in token_methods(config) if m not in HEAD_METHODS] if token
+                   else byte_sampling_methods(config, model))
     return sampler_decoding_settings(config["decoding"], methods, token=token)
+
+
+def token_bat_sampling_methods():
+    """BAT sampling's methods among the token track's: each a CPU job of its own per head (rule sample_bat), since
+    its solver runs on the CPU (tok-full ~0.3 s a token) while a sample job would hold a GPU."""
+    return [m for m in token_methods(config) if m in HEAD_METHODS]
 
 
 def sample_inputs(wildcards):
     """A byte-level model's prompts and checkpoint; a token-track model's prompts, source LM and (for a rank-k head)
-    its factors."""
+    its factors, and its samples under BAT sampling's methods, which its samples join (rule sample_bat)."""
     model = wildcards.model
     if not is_token_model(model):
         return logits_inputs(wildcards)
-    head = {} if model == TOKEN_REFERENCE else {"head": token_head_path(model)}
+    bat = [bat_samples_path(model, method) for method in token_bat_sampling_methods()]
+    return token_sample_inputs(wildcards) | ({"bat_samples": bat} if bat else {})
+
+
+def token_sample_inputs(wildcards):
+    """What a token-track model's sampling reads: the token prompts, its source LM and a rank-k head's factors."""
+    head = {} if wildcards.model == TOKEN_REFERENCE else {"head": token_head_path(wildcards.model)}
     return {"prompts": token_prompts_path(), "lm": token_source_input(), **head}
+
+
+def bat_sampling_resources():
+    """A token head's BAT-sampling job (rule sample_bat): a CPU job whose runtime follows its estimate (`make
+    plan`'s, `bat_sampling_runtime`), at least `resources.runtime_min.cpu`."""
+    floor = config["resources"]["runtime_min"]["cpu"]
+    return job_resources("cpu") | {"runtime": lambda wildcards, attempt: bat_sampling_runtime(
+        token_bat_sampling_seconds(config, wildcards.model), floor, attempt)}
 
 
 def sampling_settings(model):

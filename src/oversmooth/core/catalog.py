@@ -126,9 +126,10 @@ def token_sampled_models(config: Mapping) -> list[str]:
 
 def token_methods(config: Mapping) -> list[str]:
     """Decoding methods the token track samples with: `tokens.sampling.methods`, else every one of
-    `decoding.methods` and `decoding.sampler_methods`."""
+    `decoding.methods`, `decoding.bat_methods` (every head is one softmax of a matrix) and `decoding.sampler_methods`."""
     decoding = config["decoding"]
-    return config["tokens"]["sampling"]["methods"] or [*decoding["methods"], *decoding.get("sampler_methods", [])]
+    return config["tokens"]["sampling"]["methods"] or [
+        *decoding["methods"], *decoding.get("bat_methods", []), *decoding.get("sampler_methods", [])]
 
 
 def token_measured_methods(config: Mapping) -> list[str]:

@@ -3,12 +3,14 @@ time limit)."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
 import time
 from collections.abc import Callable, Mapping
 
+from oversmooth.core.catalog import TOKEN_REFERENCE, bottleneck_of
 from oversmooth.core.logs import get_logger
 
 log = get_logger("cluster")
@@ -21,6 +23,11 @@ SCHEDULING_KEYS = ("threads", "iters_per_job")
 # Job kinds, each with the config.resources key of its GPU count (None: a CPU job): training, fitting heads on a
 # frozen model (minutes of GPU work), inference (evaluation, logits, sampling) and CPU analysis.
 JOB_KINDS = {"train": "train_gpus", "head": "train_gpus", "inference": "inference_gpus", "cpu": None}
+
+# BAT sampling's solver, seconds per sampled token of a token-track head at the ranks it was measured at, one core
+# (benchmarks/bat_sampling_speed.py, docs/performance.md; 576: SmolLM2's own head, tok-full): what `make plan` prices
+# and what a token head's BAT-sampling job asks SLURM for (`bat_sampling_runtime`).
+TOKEN_BAT_SAMPLING_S = {64: 0.12, 576: 0.32}
 
 
 def retry_memory(first_mb: int, attempt: int, max_mb: int) -> int:
@@ -50,6 +57,28 @@ def job_resources(settings: Mapping, kind: str) -> dict[str, int | str | Callabl
     if settings["account"]:
         resources["slurm_account"] = settings["account"]
     return resources
+
+
+def rate_around(measured: Mapping[int, float], k: int) -> float:
+    """A rate at rank k from rates measured at some ranks: the larger of the two measured around k (neither cost is
+    monotone in k everywhere); beyond the measured ranks, the nearest one's."""
+    ranks = sorted(measured)
+    return max(measured[m] for m in [m for m in ranks if m <= k][-1:] + [m for m in ranks if m >= k][:1])
+
+
+def token_bat_sampling_seconds(config: Mapping, model: str,
+                               measured: Mapping[int, float] = TOKEN_BAT_SAMPLING_S) -> float:
+    """BAT sampling's solver time for one BA method of token-track model `model` (rule sample_bat, one core): the
+    token prompts x their sampled tokens x the rate measured around its k (tok-full: the largest rank's)."""
+    k = max(measured) if model == TOKEN_REFERENCE else bottleneck_of(model)
+    sampling = config["tokens"]["sampling"]
+    return sampling["n_prompts"] * sampling["continuation_tokens"] * rate_around(measured, k)
+
+
+def bat_sampling_runtime(seconds: float, floor_min: int, attempt: int) -> int:
+    """Minutes a BAT-sampling job asks for: its estimated `seconds` x 1.5 x `attempt` (a retry of a job that ran
+    out of time asks for more), at least the CPU jobs' `floor_min`."""
+    return max(floor_min, math.ceil(1.5 * attempt * seconds / 60))
 
 
 _TIME_LEFT = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$")

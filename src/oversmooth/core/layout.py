@@ -39,6 +39,11 @@ def samples_path(model: str) -> str:
     return result_path("samples", f"{model}.parquet")
 
 
+def bat_samples_path(model: str, method: str) -> str:
+    """A token-track head's samples under one BAT-sampling method (a CPU job of its own), which its samples join."""
+    return result_path("samples", f"{model}.{method}.parquet")
+
+
 def quality_path(model: str, kind: str = "per_sample") -> str:
     """Per-sample quality of a model (or `human`), or its `.summary.csv`."""
     return result_path("quality", f"{model}.parquet" if kind == "per_sample" else f"{model}.summary.csv")

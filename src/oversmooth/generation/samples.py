@@ -6,7 +6,9 @@ the batch size changes nothing.
 
 The token track samples the same way (`sample_token_model`): a rank-k head (or the full one) on a frozen
 `transformers` LM's states with that model's cache, token prefixes of equal length, texts decoded by its tokenizer.
-The steppers and the draw are `generation.sampling`'s."""
+Its BAT-sampling methods run in jobs of their own (their solver on a CPU) whose rows its samples join
+(`join_samples`): the same rows as one job sampling every method. The steppers and the draw are
+`generation.sampling`'s."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 
 from oversmooth.analysis.decoding import Decoding
@@ -75,14 +78,15 @@ def sample_token_model(
     name: str,
     prompts: pa.Table,
     decodings: Sequence[Decoding],
-    out_path: str | os.PathLike,
+    out_path: str | os.PathLike | None,
     *,
     continuation_tokens: int,
     batch_size: int,
     seed: int,
 ) -> pa.Table:
     """Every (method, prompt) continuation of a token-track model (`head` on the frozen `model`'s states) from the
-    token prompts' `prefix_ids`, to Parquet; texts are the sampled tokens decoded, as the human ones are."""
+    token prompts' `prefix_ids`, to Parquet (`out_path`, unless None); texts are the sampled tokens decoded, as the
+    human ones are."""
     stepper = TokenHeadStepper(model, head, getattr(model.config, "max_position_embeddings", 2048))
     return write_samples(
         stepper, name, prompts.column("prompt_id").to_pylist(), prompts.column("prefix_ids").to_pylist(), decodings,
@@ -113,7 +117,7 @@ def write_samples(
     ids: Sequence[int],
     prefixes: Sequence[Sequence[int]],
     decodings: Sequence[Decoding],
-    out_path: str | os.PathLike,
+    out_path: str | os.PathLike | None,
     *,
     n_new: int,
     batch_size: int,
@@ -123,7 +127,8 @@ def write_samples(
 ) -> pa.Table:
     """Continue each prefix (equal lengths, bytes or token ids), after its context where `contexts` are given, by
     `n_new` symbols with each decoding method, in batches of inputs of one length; one row per (method, prompt) in
-    the prompts' order, with the prefix and continuation as `to_bytes` renders them."""
+    the prompts' order, with the prefix and continuation as `to_bytes` renders them; to Parquet unless `out_path`
+    is None."""
     if len({len(p) for p in prefixes}) != 1:
         raise ValueError(f"{name}: the sampling prefixes have different lengths {sorted({len(p) for p in prefixes})}; "
                          "rebuild the prompts")
@@ -153,8 +158,25 @@ def write_samples(
         log.info("%s %s: %d continuations of %d symbols, %.1f s (%.0f symbols/s)", name, decoding.method, len(ids),
                  n_new, seconds, len(ids) * n_new / seconds)
     table = pa.Table.from_pylist(rows, schema=SAMPLES_SCHEMA)
-    write_parquet(table, out_path)
+    if out_path is not None:
+        write_parquet(table, out_path)
     return table
+
+
+def join_samples(tables: Sequence[pa.Table], methods: Sequence[str]) -> pa.Table:
+    """One model's samples from the tables of the jobs that sampled its methods (its sample job's and its
+    BAT-sampling jobs'), the methods in `methods`' order, each method's rows in its table's order: what one job
+    sampling every method writes. A ValueError names a method no table holds or two tables hold."""
+    by_method: dict[str, pa.Table] = {}
+    for table in tables:
+        for method in dict.fromkeys(table.column("method").to_pylist()):
+            if method in by_method:
+                raise ValueError(f"two sample tables hold method {method!r}")
+            by_method[method] = table.filter(pc.equal(table.column("method"), method))
+    missing = [m for m in methods if m not in by_method]
+    if missing or set(by_method) - set(methods):
+        raise ValueError(f"the sample tables hold methods {sorted(by_method)}, not {list(methods)}: missing {missing}")
+    return pa.concat_tables([by_method[m].cast(SAMPLES_SCHEMA) for m in methods])
 
 
 def equal_length_batches(inputs: Sequence[Sequence[int]], batch_size: int) -> list[list[int]]:

@@ -45,6 +45,7 @@ from oversmooth.core.catalog import (
     training_settings,
 )
 from oversmooth.analysis.decoding import HEAD_METHODS
+from oversmooth.core.cluster import TOKEN_BAT_SAMPLING_S, rate_around, token_bat_sampling_seconds
 from oversmooth.workflow.config import load_config
 from oversmooth.workflow.outputs import token_tbat_methods, token_tbat_positions
 
@@ -76,9 +77,7 @@ class Costs:
         "top_p": {64: 0.35, 576: 0.01}, "temperature": {64: 1.15, 576: 2.0},  # method not named here: 1)
     })
     bat_sampling_s_per_byte: float = 4.0e-5  # BA sampling's solver a sampled byte (bn-8, bn-32: 1.07-1.35x top-p)
-    token_bat_sampling_s: Mapping[int, float] = field(default_factory=lambda: {  # its solver a sampled token at k
-        64: 0.12, 576: 0.32,  # (benchmarks/bat_sampling_speed.py, docs/performance.md; 576: tok-full)
-    })
+    token_bat_sampling_s: Mapping[int, float] = field(default_factory=lambda: dict(TOKEN_BAT_SAMPLING_S))  # at k
     token_unargmaxable_s: Mapping[int, float] = field(default_factory=lambda: {  # per head at k (one core)
         4: 20.0, 16: 1350.0, 64: 240.0, 576: 120.0,  # 576: SmolLM2's own head, tok-full
     })
@@ -262,12 +261,9 @@ class Planner:
 
     def _sample(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
         model = wildcards["model"]
-        if is_token_model(model):
-            sampling = self.config["tokens"]["sampling"]
-            per_method = sampling["n_prompts"] * sampling["continuation_tokens"]
-            self._flops(cost, 2 * SMOLLM2_PARAMETERS * per_method * len(self._token_methods()), "inference", decode=True)
-            bat = sum(m in HEAD_METHODS for m in self._token_methods())
-            self._host_seconds(cost, bat * per_method * _measured_around(self.costs.token_bat_sampling_s, model))
+        if is_token_model(model):  # BAT sampling's methods in jobs of their own (rule sample_bat)
+            methods = [m for m in self._token_methods() if m not in HEAD_METHODS]
+            self._flops(cost, 2 * SMOLLM2_PARAMETERS * self._token_samples() * len(methods), "inference", decode=True)
             return
         sampling = self.config["sampling"]
         prompts = sampling["n_prompts"] or self.config["eval"]["n_prompts"]
@@ -276,6 +272,18 @@ class Planner:
         self._inference_tokens(cost, model, per_method * len(methods), decode=True)
         bat = sum(m in HEAD_METHODS for m in methods)
         self._host_seconds(cost, bat * per_method * self.costs.bat_sampling_s_per_byte)
+
+    def _sample_bat(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        """A token-track head's samples under one BA method, a CPU job: the source's passes on its core and the
+        solver (`token_bat_sampling_seconds`)."""
+        passes = 2 * SMOLLM2_PARAMETERS * self._token_samples() / (self.costs.cpu_flops * self.costs.cpu_decode_efficiency)
+        solver = token_bat_sampling_seconds(self.config, wildcards["model"], self.costs.token_bat_sampling_s)
+        cost.cpu_h += (passes + solver) / 3600
+
+    def _token_samples(self) -> int:
+        """The tokens the token track samples per method: prompts x continuation tokens."""
+        sampling = self.config["tokens"]["sampling"]
+        return sampling["n_prompts"] * sampling["continuation_tokens"]
 
     def _host_seconds(self, cost: JobCost, seconds: float) -> None:
         """Seconds a sample job spends on its host's CPU (BA sampling's solver): GPU-hours where it holds a GPU,
@@ -405,11 +413,9 @@ UNBENCHMARKED = {"checkpoint_model": "train", "svd_model": "rank", "convert_smol
 
 
 def _measured_around(measured: Mapping[int, float], model: str) -> float:
-    """A token head's rate at its k from the rates measured at some ranks: the larger of the two measured around k
-    (neither cost is monotone in k everywhere); tok-full's, the largest rank's."""
-    ranks = sorted(measured)
-    k = ranks[-1] if model == TOKEN_REFERENCE else bottleneck_of(model)
-    return max(measured[m] for m in [m for m in ranks if m <= k][-1:] + [m for m in ranks if m >= k][:1])
+    """A token head's rate at its k from the rates measured at some ranks (`cluster.rate_around`); tok-full's, the
+    largest rank's."""
+    return rate_around(measured, max(measured) if model == TOKEN_REFERENCE else bottleneck_of(model))
 
 
 def family_of(job: Job) -> str:
