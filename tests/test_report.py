@@ -1,7 +1,9 @@
 import pandas as pd
 
 from oversmooth.core.plotting import save_figure
-from oversmooth.reporting.figures import figure_3_1
+import numpy as np
+
+from oversmooth.reporting.figures import figure_3_1, figure_4_1
 from oversmooth.reporting.report import table_3_1
 
 
@@ -43,3 +45,19 @@ def test_table_3_1_keeps_the_token_level_loss_only_where_a_model_has_one():
     table = table_3_1(results, ["gt-tok"], {"bn-4": 2.1})
     assert table["token_level_loss"].isna().tolist() == [True, False]
     assert "token_level_loss" not in table_3_1(results[:1], [], {"bn-4": 2.1}).columns
+
+
+def test_figure_4_1_shows_a_prompt_and_bytes_with_dollar_signs_as_text(tmp_path):
+    """A prompt's text is data: "paid $16,179,100 ... $123,969" once made matplotlib parse it as math and fail the
+    figure job (Figure 7.1 of a demo), once its title wrapped over three panels."""
+    probs = np.full(256, 1 / 256)
+    probs[ord("$")] = 0.5
+    probs /= probs.sum()
+    models = ("svd-r4", "svd-r32", "bn-256")  # three panels: the title wraps, and each line was parsed
+    figure = figure_4_1(dict.fromkeys(models, probs), ord("$"), {m: m for m in models},
+                        "the redemption at par $16,179,100 of the 3 1/2 per cent \"continued\" bonds, making a total of bonds "
+                        "redeemed or which have ceased to bear interest during the year of $123,969,65", top_bytes=4,
+                        label="Figure 7.1")
+    assert r"par \$16,179,100 " in figure.get_suptitle()  # escaped: drawn as "$"
+    save_figure(figure, tmp_path / "figure_4_1.png", tmp_path / "figure_4_1.pdf")
+    assert (tmp_path / "figure_4_1.png").stat().st_size > 1000 and (tmp_path / "figure_4_1.pdf").stat().st_size > 1000

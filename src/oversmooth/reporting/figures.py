@@ -71,6 +71,9 @@ def figure_4_1(
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
     shown_prompt = prompt_text if len(prompt_text) <= 160 else "…" + prompt_text[-160:]
+    # the prompt's text is data: "$" must not start matplotlib's math mode (two failed the figure; `parse_math=False`
+    # does not reach the wrapping of a long title), so it is escaped, and shown as "$"
+    shown_prompt = shown_prompt.replace("$", r"\$")
     fig.suptitle(f"{label}: next-byte distributions after “{shown_prompt}” (correct byte in red)", fontsize=9, wrap=True)
     fig.tight_layout()
     return fig
