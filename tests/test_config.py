@@ -175,7 +175,8 @@ def test_token_ground_truths_take_defaults_and_name_bad_settings(repo):
     assert config["ground_truths"][2] == {"name": "other", "kind": "token", "path": "/models/other", "beam": 2,
                                           "prune_ratio": 0.0001, "context_backoff_tokens": 2, "batch_size": 8,
                                           "dtype": "float32", "sample": True}
-    assert config["ground_truths"][0]["sample"] is False and config["ground_truths"][1]["sample"] is True
+    # the demo samples neither of its ground truths (SmolLM2 judges the samples; gt-nanogpt's would cost a minute)
+    assert config["ground_truths"][0]["sample"] is False and config["ground_truths"][1]["sample"] is False
     config["ground_truths"][2]["prune_ratio"] = 2
     with pytest.raises(ConfigError, match=r"ground_truths\[2\].prune_ratio: 2 is greater than the maximum of 1"):
         validate_config(config)
