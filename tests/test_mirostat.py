@@ -147,7 +147,7 @@ def test_the_config_turns_it_on_per_model_with_tau_per_byte_or_per_token(tmp_pat
     for model in ("bn-4", "mos-4", "gt-nanogpt"):
         assert byte_sampling_methods(config, model)[-1] == "mirostat"
     assert "mirostat" not in byte_sampling_methods(config, "svd-r4")  # svd.decoding alone
-    assert token_methods(config) == [*config["decoding"]["methods"], "mirostat"]
+    assert token_methods(config) == [*config["decoding"]["methods"], *config["decoding"]["bat_methods"], "mirostat"]
     byte = sampler_decoding_settings(config["decoding"], byte_sampling_methods(config, "bn-4"))
     token = sampler_decoding_settings(config["decoding"], token_methods(config), token=True)
     assert (byte["mirostat_tau"], token["mirostat_tau"]) == (2.5, 3.0)  # per byte, per token

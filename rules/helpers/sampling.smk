@@ -37,7 +37,7 @@ def token_sample_inputs(wildcards):
 
 
 def bat_sampling_resources():
-    """A token head's BAT-sampling job (rule sample_bat): a CPU job whose runtime follows its estimate (`make
+    """A token head's BAT-sampling job (`sample_bat`), a CPU job whose runtime follows its estimate (`make
     plan`'s, `bat_sampling_runtime`), at least `resources.runtime_min.cpu`."""
     floor = config["resources"]["runtime_min"]["cpu"]
     return job_resources("cpu") | {"runtime": lambda wildcards, attempt: bat_sampling_runtime(
