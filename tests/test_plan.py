@@ -186,6 +186,7 @@ def test_ba_sampling_s_solver_is_priced_on_a_byte_sample_job_s_gpu_and_in_a_toke
         job = {"model": model, "method": "ba_eta"}
         solver_h = priced.job("sample_bat", job).cpu_h - free.job("sample_bat", job).cpu_h
         assert solver_h == pytest.approx(200 * rate / 3600) and priced.job("sample_bat", job).gpu_h == 0, model
-        assert token_bat_sampling_seconds(priced.config, model) == pytest.approx(200 * rate)
+        k = None if model == "tok-full" else int(model.rsplit("-r", 1)[1])
+        assert token_bat_sampling_seconds(priced.config["tokens"]["sampling"], k) == pytest.approx(200 * rate)
     assert bat_sampling_runtime(6000.0, 240, 1) == 240 and bat_sampling_runtime(12000.0, 240, 1) == 300
     assert bat_sampling_runtime(12000.0, 240, 2) == 600  # a retry after its time ran out asks for more

@@ -62,7 +62,7 @@ def test_dry_run_lists_every_rule(smoke_run):
     expected = {
         "prepare_corpus", "select_prompts", "train_model", "evaluate_model", "table_3_1", "training_figure",
         "extract_logits", "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "figure_4_3",
-        "tbat", "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "convert_smollm2", "quality",
+        "tbat", "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "sample_bat", "convert_smollm2", "quality",
         "quality_table", "sample_table", "figure_5_1", "svd_model", "effective_rank", "table_7_3", "ngram_rank",
         "anisotropy", "table_godey_anisotropy", "figure_godey_anisotropy", "rank_constrained_head",
         "figure_godey_rank_loss", "checkpoint_model", "loss_matched", "figure_loss_matched",
@@ -273,7 +273,7 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
     # and the bottlenecks' BA-decoded rows (bat_decode) with the metrics jobs that read them and Figure 4.2; no model
     ("analysis.bat.solver", "class BATSolver",
      {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "figure_loss_matched", "findings",
-      "token_findings", "figure_token_bottleneck", "sample", "quality", "quality_table", "sample_table",
+      "token_findings", "figure_token_bottleneck", "sample", "sample_bat", "quality", "quality_table", "sample_table",
       "figure_5_1", "figure_token_quality", "bat_decode", "oversmoothing_metrics", "figure_4_2"}),
     # a metric's formula: the metrics, their timings, and the tables and figures of their summaries; no sample-quality
     # table, training or other figure (issue 55: quality_table, sample_table, training_figure and four figures
@@ -928,7 +928,8 @@ def test_adding_a_token_rank_builds_only_its_heads_their_metrics_samples_and_the
     jobs = planned_jobs(output)  # the report rules may be pending already: looked up in the whole plan
     assert set(model_jobs) == {
         (rule, f"model={head}") for rule in ("token_head", "sample", "quality") for head in NEW_HEADS
-    } | {("oversmoothing_metrics", f"model={head}, gt=tok-full") for head in NEW_HEADS}
+    } | {("oversmoothing_metrics", f"model={head}, gt=tok-full") for head in NEW_HEADS} | {
+        ("sample_bat", f"model={head}, method=ba_eta") for head in NEW_HEADS}  # BA-eta in a CPU job of its own
     assert {wildcards for rule, wildcards in jobs if rule == "metrics_table"} >= {
         f"table={name}_tokens" for name in ("table_4_1", "table_4_2", "table_6_1", "table_f_1")}
     assert {wildcards for rule, wildcards in jobs if rule == "quality_table"} >= {

@@ -41,7 +41,12 @@ def bat_sampling_resources():
     plan`'s, `bat_sampling_runtime`), at least `resources.runtime_min.cpu`."""
     floor = config["resources"]["runtime_min"]["cpu"]
     return job_resources("cpu") | {"runtime": lambda wildcards, attempt: bat_sampling_runtime(
-        token_bat_sampling_seconds(config, wildcards.model), floor, attempt)}
+        token_bat_sampling_seconds(config["tokens"]["sampling"], token_rank(wildcards.model)), floor, attempt)}
+
+
+def token_rank(model):
+    """k of a token-track head; None for the full head tok-full."""
+    return None if model == TOKEN_REFERENCE else token_head_parts(model)[1]
 
 
 def sampling_settings(model):

@@ -10,7 +10,6 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping
 
-from oversmooth.core.catalog import TOKEN_REFERENCE, bottleneck_of
 from oversmooth.core.logs import get_logger
 
 log = get_logger("cluster")
@@ -66,13 +65,13 @@ def rate_around(measured: Mapping[int, float], k: int) -> float:
     return max(measured[m] for m in [m for m in ranks if m <= k][-1:] + [m for m in ranks if m >= k][:1])
 
 
-def token_bat_sampling_seconds(config: Mapping, model: str,
+def token_bat_sampling_seconds(sampling: Mapping, k: int | None,
                                measured: Mapping[int, float] = TOKEN_BAT_SAMPLING_S) -> float:
-    """BAT sampling's solver time for one BA method of token-track model `model` (rule sample_bat, one core): the
-    token prompts x their sampled tokens x the rate measured around its k (tok-full: the largest rank's)."""
-    k = max(measured) if model == TOKEN_REFERENCE else bottleneck_of(model)
-    sampling = config["tokens"]["sampling"]
-    return sampling["n_prompts"] * sampling["continuation_tokens"] * rate_around(measured, k)
+    """BAT sampling's solver time for one BA method of a token-track head of rank k (None: the full head, at the
+    largest measured rank's rate) in rule sample_bat, one core: config `tokens.sampling`'s prompts x their sampled
+    tokens x the rate measured around k."""
+    rate = rate_around(measured, max(measured) if k is None else k)
+    return sampling["n_prompts"] * sampling["continuation_tokens"] * rate
 
 
 def bat_sampling_runtime(seconds: float, floor_min: int, attempt: int) -> int:

@@ -277,7 +277,9 @@ class Planner:
         """A token-track head's samples under one BA method, a CPU job: the source's passes on its core and the
         solver (`token_bat_sampling_seconds`)."""
         passes = 2 * SMOLLM2_PARAMETERS * self._token_samples() / (self.costs.cpu_flops * self.costs.cpu_decode_efficiency)
-        solver = token_bat_sampling_seconds(self.config, wildcards["model"], self.costs.token_bat_sampling_s)
+        model = wildcards["model"]
+        k = None if model == TOKEN_REFERENCE else bottleneck_of(model)
+        solver = token_bat_sampling_seconds(self.config["tokens"]["sampling"], k, self.costs.token_bat_sampling_s)
         cost.cpu_h += (passes + solver) / 3600
 
     def _token_samples(self) -> int:
