@@ -18,6 +18,7 @@ from oversmooth.core.catalog import (
     token_head_parts,
     token_measured_methods,
     token_methods,
+    token_rank,
     token_sampled_models,
     TOKEN_HUMAN,
     TOKEN_REFERENCE,

@@ -14,6 +14,7 @@ from oversmooth.core.catalog import (
     sampled_models,
     seed_parts,
     svd_source,
+    token_rank,
     trained_models,
     training_settings,
     without_seed_runs,
@@ -50,6 +51,12 @@ def test_bottleneck_of_every_constrained_name():
     assert [bottleneck_of(n) for n in ("bn-16", "mos-4", "svd-r32")] == [16, 4, 32]
     with pytest.raises(ValueError, match="not a constrained model"):
         bottleneck_of("gt-nanogpt")
+
+
+def test_token_rank_is_a_head_s_k_and_none_for_the_full_head():
+    assert [token_rank(n) for n in ("tok-svd-r4", "tok-learned-r64", "tok-full")] == [4, 64, None]
+    with pytest.raises(ValueError, match="not a token-track head"):
+        token_rank("tok-human")
 
 
 def test_a_ground_truth_with_sample_false_is_not_sampled(config):

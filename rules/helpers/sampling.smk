@@ -44,11 +44,6 @@ def bat_sampling_resources():
         token_bat_sampling_seconds(config["tokens"]["sampling"], token_rank(wildcards.model)), floor, attempt)}
 
 
-def token_rank(model):
-    """k of a token-track head; None for the full head tok-full."""
-    return None if model == TOKEN_REFERENCE else token_head_parts(model)[1]
-
-
 def sampling_settings(model):
     """What a model's samples depend on: `sampling`, or for the token track `tokens.sampling` and its source."""
     if is_token_model(model):

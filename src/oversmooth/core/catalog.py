@@ -112,6 +112,11 @@ def token_head_parts(name: str) -> tuple[str, int]:
     return kind, int(rank)
 
 
+def token_rank(name: str) -> int | None:
+    """k of a token-track model: a head's rank, None for the full head `tok-full`."""
+    return None if name == TOKEN_REFERENCE else token_head_parts(name)[1]
+
+
 def token_head_models(config: Mapping) -> list[str]:
     """The token track's rank-k heads, by k, each kind of `tokens.heads` at each `tokens.ranks` entry."""
     tokens = config["tokens"]

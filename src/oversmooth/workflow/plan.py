@@ -30,7 +30,6 @@ from pathlib import Path
 import pandas as pd
 
 from oversmooth.core.catalog import (
-    TOKEN_REFERENCE,
     bottleneck_of,
     byte_bat_methods,
     byte_sampling_methods,
@@ -42,6 +41,7 @@ from oversmooth.core.catalog import (
     token_head_parts,
     token_measured_methods,
     token_methods,
+    token_rank,
     training_settings,
 )
 from oversmooth.analysis.decoding import HEAD_METHODS
@@ -277,8 +277,7 @@ class Planner:
         """A token-track head's samples under one BA method, a CPU job: the source's passes on its core and the
         solver (`token_bat_sampling_seconds`)."""
         passes = 2 * SMOLLM2_PARAMETERS * self._token_samples() / (self.costs.cpu_flops * self.costs.cpu_decode_efficiency)
-        model = wildcards["model"]
-        k = None if model == TOKEN_REFERENCE else bottleneck_of(model)
+        k = token_rank(wildcards["model"])
         solver = token_bat_sampling_seconds(self.config["tokens"]["sampling"], k, self.costs.token_bat_sampling_s)
         cost.cpu_h += (passes + solver) / 3600
 
@@ -417,7 +416,8 @@ UNBENCHMARKED = {"checkpoint_model": "train", "svd_model": "rank", "convert_smol
 def _measured_around(measured: Mapping[int, float], model: str) -> float:
     """A token head's rate at its k from the rates measured at some ranks (`cluster.rate_around`); tok-full's, the
     largest rank's."""
-    return rate_around(measured, max(measured) if model == TOKEN_REFERENCE else bottleneck_of(model))
+    k = token_rank(model)
+    return rate_around(measured, max(measured) if k is None else k)
 
 
 def family_of(job: Job) -> str:
