@@ -119,7 +119,7 @@ def test_sampling_with_the_kept_search_draws_the_bytes_of_a_search_from_scratch_
 
 
 def test_pruning_and_the_beam_stay_close_to_exact(tiny_token_lm):
-    text = b"the cat sat on the hat, then tea."
+    text = b"the cat sat on the hat, then"  # exact: 3 s here (" tea." added: 47 s); pruning moves up to 5e-4
     exact = load_token_byte_lm("tiny", tiny_token_lm, EXACT).marginal_logprobs([text], [4])[0]
     pruned_lm = load_token_byte_lm("tiny", tiny_token_lm, MarginalSettings(beam=4, prune_ratio=1e-4, context_backoff_tokens=1))
     pruned = pruned_lm.marginal_logprobs([text], [4])[0]
