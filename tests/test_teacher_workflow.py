@@ -131,8 +131,8 @@ def test_a_model_samples_each_prompt_in_its_document_the_context_the_truth_score
                              document_context=document_context)
         return table.column("continuation").to_pylist()
 
-    assert len(sampled) == prompts.num_rows and sampled == regenerated(True)
-    # the document changes some of the barely trained bn-4's samples (2 of 8 in the smoke): the test tells the two apart
+    assert len(sampled) == settings["n_prompts"] < prompts.num_rows and sampled == regenerated(True)
+    # the document changes some of the barely trained bn-4's samples (1 of 4 in the smoke): the test tells the two apart
     assert sampled != regenerated(False)
 
 
