@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= all
+# pytest-xdist workers of `make test`: the unit tests run beside the smoke run's group (tests/conftest.py)
+TEST_WORKERS ?= 2
 STAMP := $(VENV)/.installed
 
 .PHONY: install demo demo-teacher report test dryrun check plan profile docs clean
@@ -38,7 +40,7 @@ report: install
 	$(BIN)/snakemake --report results/report.html
 
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 dryrun: install
 	$(BIN)/snakemake -n all

@@ -8,11 +8,36 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import torch
+from _pytest.nodeid import NodeId
 from workflow_helpers import snakemake
 
 from oversmooth.data.prompts import PROMPTS_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+SMOKE_GROUP = "smoke-run"
+ONE_WORKER_FILES = {"test_slurm.py"}  # its module fixture starts the one local SLURM cluster a machine can hold
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The pytest-xdist group of a test (`make test` runs two workers, `--dist loadgroup`): every test that needs the
+    smoke run, and every test of a file in ONE_WORKER_FILES, in one group, so that the smoke run is made once; any
+    other test with the tests of its file, so that a module's fixture is made once."""
+    shared = "smoke_run" in item.fixturenames or item.path.name in ONE_WORKER_FILES
+    return SMOKE_GROUP if shared else item.path.name
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Each test's xdist group, as `--dist loadgroup` reads it: a `@<group>` suffix of its node id. xdist 3.8 writes
+    the suffix of an `xdist_group` mark into `item._nodeid`, which pytest 9 no longer reads (a node's id is its
+    `_id`), so the groups are set here, after xdist's own hook."""
+    if not config.getoption("loadgroup", default=False):  # set in an xdist worker under `--dist loadgroup`
+        return
+    for item in items:
+        if "@" not in item.nodeid.rpartition("]")[2]:
+            item._id = NodeId.parse(f"{item.nodeid}@{xdist_group(item)}")
 
 
 @pytest.fixture
@@ -99,3 +124,4 @@ def prompts_table(n, context_len, window_len, seed=0):
              "human_continuation": b""}
         )
     return pa.Table.from_pylist(rows, schema=PROMPTS_SCHEMA)
+
