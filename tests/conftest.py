@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,18 @@ def xdist_group(item: pytest.Item) -> str:
     other test with the tests of its file, so that a module's fixture is made once."""
     shared = "smoke_run" in item.fixturenames or item.path.name in ONE_WORKER_FILES
     return SMOKE_GROUP if shared else item.path.name
+
+
+ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def pytest_configure(config):
+    """Under xdist, before its workers start: each worker computes on one thread (its NumPy, SciPy and torch read
+    these at import), so that two workers fill two cores without oversubscribing them. A Snakemake job that a test
+    starts gets its rule's threads from Snakemake, whatever these say."""
+    if config.getoption("numprocesses", default=None) and not hasattr(config, "workerinput"):
+        for name in ONE_THREAD:
+            os.environ[name] = "1"
 
 
 @pytest.hookimpl(trylast=True)
