@@ -137,4 +137,3 @@ def prompts_table(n, context_len, window_len, seed=0):
              "human_continuation": b""}
         )
     return pa.Table.from_pylist(rows, schema=PROMPTS_SCHEMA)
-
