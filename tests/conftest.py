@@ -63,7 +63,7 @@ def smoke_run(tmp_path_factory):
     """One local run of the whole smoke DAG, shared by the workflow tests: (repo, workdir, dry-run output)."""
     workdir = tmp_path_factory.mktemp("smoke")
     dry = snakemake(workdir, "-n", "all")
-    snakemake(workdir, "all")
+    snakemake(workdir, "all", timeout=2700)  # a hang guard: 1,004 s on the slower machine beside the other worker
     return REPO, workdir, dry.stdout + dry.stderr
 
 
