@@ -4,10 +4,13 @@ worker on one thread."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+from conftest import ONE_THREAD
 
 TESTS = Path(__file__).resolve().parent
 
@@ -52,8 +55,9 @@ def test_the_smoke_run_s_tests_and_the_slurm_file_share_one_worker_and_each_file
     (tmp_path / "conftest.py").write_text(SUITE_CONFTEST)
     for name in ("test_a.py", "test_b.py", "test_c.py", "test_slurm.py"):
         (tmp_path / name).write_text(SUITE_FILE)
+    env = {k: v for k, v in os.environ.items() if k not in ONE_THREAD}  # `make test` has set them in this process
     result = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
-                             "-q", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                             "-q", str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = [line.split() for line in (tmp_path / "placed.txt").read_text().splitlines()]
     assert len(rows) == 4 * 6
