@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 import torch
 from _pytest.nodeid import NodeId
+from slurm_cluster import LocalSlurm, missing_requirements, one_cluster_at_a_time
 from workflow_helpers import snakemake
 
 from oversmooth.data.prompts import PROMPTS_SCHEMA
@@ -18,15 +19,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 SMOKE_GROUP = "smoke-run"
-ONE_WORKER_FILES = {"test_slurm.py"}  # its module fixture starts the one local SLURM cluster a machine can hold
+# Run after every other test of their group: the SLURM dispatch, whose cluster the drill (tests/test_slurm_drill.py,
+# on the other worker) holds first, so that neither waits for the other.
+LAST_FILES = ("test_slurm.py",)
 
 
 def xdist_group(item: pytest.Item) -> str:
     """The pytest-xdist group of a test (`make test` runs two workers, `--dist loadgroup`): every test that needs the
-    smoke run, and every test of a file in ONE_WORKER_FILES, in one group, so that the smoke run is made once; any
-    other test with the tests of its file, so that a module's fixture is made once."""
-    shared = "smoke_run" in item.fixturenames or item.path.name in ONE_WORKER_FILES
-    return SMOKE_GROUP if shared else item.path.name
+    smoke run in one group, so that the smoke run is made once; any other test with the tests of its file, so that a
+    module's fixture is made once."""
+    return SMOKE_GROUP if "smoke_run" in item.fixturenames else item.path.name
 
 
 ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -45,12 +47,30 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """Each test's xdist group, as `--dist loadgroup` reads it: a `@<group>` suffix of its node id. xdist 3.8 writes
     the suffix of an `xdist_group` mark into `item._nodeid`, which pytest 9 no longer reads (a node's id is its
-    `_id`), so the groups are set here, after xdist's own hook."""
+    `_id`), so the groups are set here, after xdist's own hook. The tests of LAST_FILES go last, in any run."""
+    items.sort(key=lambda item: item.path.name in LAST_FILES)  # stable: the order within each part is kept
     if not config.getoption("loadgroup", default=False):  # set in an xdist worker under `--dist loadgroup`
         return
     for item in items:
         if "@" not in item.nodeid.rpartition("]")[2]:
             item._id = NodeId.parse(f"{item.nodeid}@{xdist_group(item)}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A one-node SLURM on localhost for a module's tests (tests/slurm_cluster.py), held against any other: a
+    machine holds one (a fixed slurm.conf and ports), so a second module or worker waits for the first to stop it."""
+    reason = missing_requirements()
+    if reason:
+        if os.environ.get("OVERSMOOTH_REQUIRE_SLURM") == "1":
+            pytest.fail(f"OVERSMOOTH_REQUIRE_SLURM=1 but a local SLURM cannot be started: {reason}")
+        pytest.skip(f"no local SLURM: {reason}")
+    with one_cluster_at_a_time():
+        slurm = LocalSlurm(tmp_path_factory.mktemp("slurm"))
+        try:
+            yield slurm.start()
+        finally:
+            slurm.stop()
 
 
 @pytest.fixture

@@ -7,14 +7,21 @@ lives in a temporary folder. A fake GPU (GRES gpu:h100:1 backed by /dev/null) le
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import secrets
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from workflow_helpers import REPO, snakemake_command
 
 SLURM_CONF = Path("/etc/slurm/slurm.conf")
 GRES_CONF = Path("/etc/slurm/gres.conf")
@@ -22,6 +29,20 @@ DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "scancel", "sinfo")
 NODE = "localhost"
 GPU_PARTITION, CPU_PARTITION = "test-gpu", "test-cpu"
+MACHINE_LOCK = Path(tempfile.gettempdir()) / "oversmooth-local-slurm.lock"
+
+CLUSTER_OVERRIDE = f"""\
+resources:
+  train_gpus: 1
+  inference_gpus: 1
+  gpu_model: h100
+  gpu_partition: {GPU_PARTITION}
+  cpu_partition: {CPU_PARTITION}
+  mem_mb: {{train: 2000, inference: 2000, cpu: 1500}}
+  runtime_min: {{train: 30, inference: 30, cpu: 30}}
+"""
+# No accounting database here: query squeue, submit without an account, look soon after submitting.
+NO_ACCOUNTING = ["--slurm-no-account", "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2"]
 
 
 def missing_requirements() -> str | None:
@@ -169,3 +190,49 @@ class LocalSlurm:
                 return
             time.sleep(0.5)
         raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}\n{self.logs()}")
+
+
+@contextmanager
+def one_cluster_at_a_time(timeout_s: float = 1800.0, lock: Path = MACHINE_LOCK) -> Iterator[None]:
+    """Hold the machine's one local SLURM for the block (its slurm.conf and ports are fixed): a second pytest worker
+    or session waits here until the first one's cluster has stopped; TimeoutError naming the lock after `timeout_s`."""
+    with open(lock, "a") as handle:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"another local SLURM held {lock} for over {timeout_s:.0f} s") from None
+                time.sleep(1.0)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def profile_command(workdir: Path, *targets: str, overrides=(), timeout_s: int) -> list[str]:
+    """`snakemake --profile profiles/slurm` on the smoke config; SIGINT after `timeout_s` so a hang fails the test."""
+    override = workdir / "cluster.yaml"
+    override.write_text(CLUSTER_OVERRIDE)
+    command = snakemake_command(workdir, "--profile", str(REPO / "profiles" / "slurm"), *NO_ACCOUNTING, *targets,
+                                overrides=[override, *overrides])
+    return ["timeout", "-s", "INT", str(timeout_s), *command]
+
+
+def slurm_jobs(cluster: LocalSlurm) -> list[dict[str, str]]:
+    """Every job slurmctld still knows (MinJobAge keeps finished ones), as `scontrol -o show job` fields."""
+    out = subprocess.run(["scontrol", "-o", "show", "job"], capture_output=True, text=True, env=cluster.env,
+                         check=True).stdout
+    jobs = [dict(re.findall(r"(\w+)=(\S*)", line)) for line in out.splitlines()]
+    return [job for job in jobs if "JobId" in job]  # none: "No jobs in the system"
+
+
+def rule_of(job: dict[str, str]) -> str:
+    """The rule name from the plugin's job comment (`rule_<name>` or `rule_<name>_wildcards_<values>`)."""
+    return job["Comment"].removeprefix("rule_").split("_wildcards_")[0]
+
+
+def wildcards_of(job: dict[str, str]) -> str:
+    return job["Comment"].split("_wildcards_")[1] if "_wildcards_" in job["Comment"] else ""
