@@ -3,6 +3,8 @@
 Needs root (slurm.conf must sit at /etc/slurm/slurm.conf: a job step does not see SLURM_CONF) and the Debian
 packages slurmctld, slurmd, slurm-client and munge. Everything else (munge key and socket, state, spool, logs)
 lives in a temporary folder. A fake GPU (GRES gpu:h100:1 backed by /dev/null) lets GPU rules ask for `gpu: 1`.
+A machine holds one such cluster: `one_cluster_at_a_time` is the lock the `cluster` fixture (tests/conftest.py)
+holds for its lifetime. And what both SLURM test modules use: the profile's command line, the jobs slurmctld knows.
 """
 
 from __future__ import annotations
