@@ -30,7 +30,7 @@ from oversmooth.core.catalog import segment_ends
 pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 
 # The drill's training: 17,500 steps of the smoke's 1-layer model, 8.7-14 ms each (2.5-4 min), in jobs of 3,500
-# steps (30-50 s) under a 2-minute time limit that stops itself 20 s before it: four segment jobs (the second
+# steps (30-60 s) under a 2-minute time limit that stops itself 20 s before it: four segment jobs (the second
 # requeued, the controller killed in the fourth) and the last job, which writes the model.
 DRILL_TRAIN = {"max_iters": 17500, "eval_interval": 500, "keep_weights_every": 0, "patience": 1000}
 DRILL_PER_JOB = 3500
@@ -49,7 +49,6 @@ resources:
   stop_margin_s: 20
 """
 DRILL_TARGET = "results/models/bn-4/last.pt"
-
 
 
 def _wait_for(what: str, ready, process: subprocess.Popen | None, timeout_s: float):
