@@ -11,24 +11,27 @@ import pytest
 import torch
 from _pytest.nodeid import NodeId
 from slurm_cluster import LocalSlurm, missing_requirements, one_cluster_at_a_time
-from workflow_helpers import snakemake
+from workflow_helpers import made_once, snakemake
 
 from oversmooth.data.prompts import PROMPTS_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-SMOKE_GROUP = "smoke-run"
+SMOKE_GROUP, SMOKE_READERS = "smoke-run", "smoke-run-readers"
 # Run after every other test of their group: the SLURM dispatch, whose cluster the drill (tests/test_slurm_drill.py,
 # on the other worker) holds first, so that neither waits for the other.
 LAST_FILES = ("test_slurm.py",)
 
 
 def xdist_group(item: pytest.Item) -> str:
-    """The pytest-xdist group of a test (`make test` runs two workers, `--dist loadgroup`): every test that needs the
-    smoke run in one group, so that the smoke run is made once; any other test with the tests of its file, so that a
-    module's fixture is made once."""
-    return SMOKE_GROUP if "smoke_run" in item.fixturenames else item.path.name
+    """The pytest-xdist group of a test (`make test` runs two workers, `--dist loadgroup`): the tests that need the
+    smoke run in one group, since several run Snakemake in its folder or copy it, and those marked `reads_smoke_run`
+    (they read files that no test changes) in a second, which may run on the other worker once the run is made; any
+    other test with the tests of its file, so that a module's fixture is made once."""
+    if "smoke_run" not in item.fixturenames:
+        return item.path.name
+    return SMOKE_READERS if item.get_closest_marker("reads_smoke_run") else SMOKE_GROUP
 
 
 ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -80,11 +83,21 @@ def repo() -> Path:
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
-    """One local run of the whole smoke DAG, shared by the workflow tests: (repo, workdir, dry-run output)."""
-    workdir = tmp_path_factory.mktemp("smoke")
-    dry = snakemake(workdir, "-n", "all")
-    snakemake(workdir, "all", timeout=2700)  # a hang guard: 1,004 s on the slower machine beside the other worker
-    return REPO, workdir, dry.stdout + dry.stderr
+    """One local run of the whole smoke DAG, shared by the workflow tests: (repo, workdir, dry-run output). Under
+    xdist the first worker to need it makes it and the other, where the readers' group runs, waits for it and reads
+    the same folder."""
+
+    def make() -> dict:
+        workdir = tmp_path_factory.mktemp("smoke")
+        dry = snakemake(workdir, "-n", "all")
+        snakemake(workdir, "all", timeout=2700)  # a hang guard: 1,110 s on the slower machine beside the other worker
+        return {"workdir": str(workdir), "dry_run": dry.stdout + dry.stderr}
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the workers' folders share their session's folder
+        run = made_once(tmp_path_factory.getbasetemp().parent, "smoke-run", make, timeout_s=3600)
+    else:
+        run = make()
+    return REPO, Path(run["workdir"]), run["dry_run"]
 
 
 @pytest.fixture

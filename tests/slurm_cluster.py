@@ -9,7 +9,6 @@ holds for its lifetime. And what both SLURM test modules use: the profile's comm
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import secrets
@@ -18,12 +17,10 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workflow_helpers import REPO, snakemake_command
+from workflow_helpers import REPO, held_lock, snakemake_command
 
 SLURM_CONF = Path("/etc/slurm/slurm.conf")
 GRES_CONF = Path("/etc/slurm/gres.conf")
@@ -194,24 +191,10 @@ class LocalSlurm:
         raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}\n{self.logs()}")
 
 
-@contextmanager
-def one_cluster_at_a_time(timeout_s: float = 1800.0, lock: Path = MACHINE_LOCK) -> Iterator[None]:
-    """Hold the machine's one local SLURM for the block (its slurm.conf and ports are fixed): a second pytest worker
-    or session waits here until the first one's cluster has stopped; TimeoutError naming the lock after `timeout_s`."""
-    with open(lock, "a") as handle:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"another local SLURM held {lock} for over {timeout_s:.0f} s") from None
-                time.sleep(1.0)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def one_cluster_at_a_time(timeout_s: float = 1800.0, lock: Path = MACHINE_LOCK):
+    """Hold the machine's one local SLURM for a block (its slurm.conf and ports are fixed): a second pytest worker
+    or session waits there until the first one's cluster has stopped; TimeoutError naming the lock after `timeout_s`."""
+    return held_lock(lock, timeout_s, "another local SLURM")
 
 
 def profile_command(workdir: Path, *targets: str, overrides=(), timeout_s: int) -> list[str]:

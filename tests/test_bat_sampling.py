@@ -15,7 +15,6 @@ from workflow_helpers import min_q_i_by_interior_point
 
 from oversmooth.analysis.bat.result import BATResult
 from oversmooth.analysis.bat.sampler import (
-    BATDecoding,
     BATSampler,
     BATSamplingError,
     bat_decodings,
@@ -207,6 +206,7 @@ def test_a_samples_tokens_do_not_depend_on_the_batch_and_ba_epsilon_keeps_what_e
 
 
 @pytest.mark.workflow
+@pytest.mark.reads_smoke_run
 @pytest.mark.parametrize("model", ["bn-4", "tok-svd-r4"])
 def test_drawn_tokens_of_the_smoke_runs_positions_are_decided_as_the_definition_decides_them(smoke_run, model):
     """At real positions (a byte model's logits, a token head over 49,152 tokens), the tokens BA-epsilon's and
@@ -262,6 +262,7 @@ def test_the_smoke_run_samples_bat_methods_where_a_head_is_one_softmax_and_logs_
 
 
 @pytest.mark.workflow
+@pytest.mark.reads_smoke_run
 def test_the_full_heads_verdicts_on_drawn_tokens_are_the_definitions(smoke_run):
     """SmolLM2's own head (49,152 x 576) at an evaluation state, BA-epsilon's threshold (3e-4): a token drawn below
     it in proportion to p and the lightest one a draw reaches (p > 1e-7), each decided as the sampler asks, against

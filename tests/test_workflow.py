@@ -2,7 +2,6 @@
 
 import json
 import os
-import re
 import shutil
 import subprocess
 from collections import Counter
@@ -14,7 +13,6 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from workflow_helpers import (
-    REPO,
     SNAKEMAKE,
     follow_advice,
     jobs_an_edit_reruns,
@@ -895,6 +893,7 @@ def test_the_token_track_s_tbat_over_the_whole_vocabulary_equals_the_definition_
 
 
 @pytest.mark.workflow
+@pytest.mark.reads_smoke_run
 def test_the_full_heads_reject_set_at_a_real_position_is_the_definitions(smoke_run):
     """SmolLM2's own head (49,152 x 576) at an evaluation state, pure sampling: the solver's answers on its two
     least probable accepted tokens (p <= 0.2) and its two most probable rejected ones are the definition's (its LP

@@ -1,15 +1,20 @@
 """Running Snakemake on config/smoke.yaml from the tests, following the commands its errors advise, and reading
-what it planned or ran; and the oracles several test files share (old modules, the BAT definition over a large
-vocabulary)."""
+what it planned or ran; a lock and a result made once that pytest's workers share; and the oracles several test files
+share (old modules, the BAT definition over a large vocabulary)."""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +48,45 @@ def snakemake(workdir, *args, overrides=(), check=True, timeout=1800, repo: Path
     if check and result.returncode != 0:
         pytest.fail(f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
     return result
+
+
+@contextmanager
+def held_lock(lock: Path, timeout_s: float, what: str) -> Iterator[None]:
+    """Hold `lock` (an `flock` on the file, let go when its holder exits however it ends) for the block: another
+    process waits here until the holder lets go; TimeoutError naming the lock and `what` it guards after `timeout_s`."""
+    with open(lock, "a") as handle:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{what} held {lock} for over {timeout_s:.0f} s") from None
+                time.sleep(1.0)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def made_once(folder: Path, name: str, make: Callable[[], dict], timeout_s: float) -> dict:
+    """What `make()` returns (a JSON object), made by the first process to ask for it in `folder` and read by every
+    later one, which waits while the first makes it (pytest-xdist's workers share their session's temporary folder).
+    A failure is recorded too: a later process fails with the first one's message instead of making it again."""
+    record = folder / f"{name}.json"
+    with held_lock(folder / f"{name}.lock", timeout_s, f"the process making {name}"):
+        if not record.exists():
+            try:
+                made = make()
+            except BaseException as error:  # pytest.fail raises an exception outside Exception
+                record.write_text(json.dumps({"failed": f"{type(error).__name__}: {error}"}))
+                raise
+            record.write_text(json.dumps({"made": made}))
+    made = json.loads(record.read_text())
+    if "failed" in made:
+        pytest.fail(f"{name} failed in the process that made it:\n{made['failed']}", pytrace=False)
+    return made["made"]
 
 
 def repository_copy(tmp_path: Path) -> tuple[Path, dict[str, str]]:
