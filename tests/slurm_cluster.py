@@ -17,6 +17,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -191,7 +192,7 @@ class LocalSlurm:
         raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}\n{self.logs()}")
 
 
-def one_cluster_at_a_time(timeout_s: float = 1800.0, lock: Path = MACHINE_LOCK):
+def one_cluster_at_a_time(timeout_s: float = 1800.0, lock: Path = MACHINE_LOCK) -> AbstractContextManager[None]:
     """Hold the machine's one local SLURM for a block (its slurm.conf and ports are fixed): a second pytest worker
     or session waits there until the first one's cluster has stopped; TimeoutError naming the lock after `timeout_s`."""
     return held_lock(lock, timeout_s, "another local SLURM")
