@@ -134,7 +134,10 @@ def test_two_workers_share_one_smoke_run_and_its_failure(tmp_path, outcome):
     waits and reads what it made; a failure reaches the second as the first one's message, made nothing more."""
     command = [sys.executable, "-c", MAKER, str(TESTS), str(tmp_path), outcome]
     first = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    time.sleep(0.5)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "makers.txt").exists():  # the first holds the lock and is making it (its start-up varies)
+        assert time.monotonic() < deadline and first.poll() is None, "the first process never started making it"
+        time.sleep(0.05)
     second = subprocess.run(command, stdout=subprocess.PIPE, text=True, timeout=120)
     first_out, _ = first.communicate(timeout=120)
     makers = (tmp_path / "makers.txt").read_text().split()
