@@ -64,7 +64,7 @@ rule teacher_corpus:
         model=pattern("ground_truth"),
     params:
         **library_code("teacher_corpus"),
-        source=lambda w: teacher_source(w.model),
+        source=lambda w: settings_without_threads(teacher_source(w.model)),
         ground_truth=lambda w: loaded_ground_truth(w.model),
         truth_decoding=lambda w: truth_decoding_of(w.model),
         seed=config["seed"],

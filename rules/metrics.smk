@@ -13,7 +13,7 @@ rule oversmoothing_metrics:
         gt=pattern("ground_truth", "token_reference"),
     params:
         **library_code("oversmoothing_metrics"),
-        metrics=config["metrics"],
+        metrics={k: config["metrics"][k] for k in ("tau", "kl_epsilon", "bootstrap", "confidence")},
         chunk=lambda w: config["tokens"]["metrics_batch_size"] if is_token_model(w.model) else None,
         decoding=lambda w: decoding_for(w.model),
         seed=config["seed"],
@@ -45,7 +45,7 @@ rule bat_decode:
         **library_code("bat_decode"),
         decoding=lambda w: decoding_settings(config["decoding"], byte_bat_methods(config, w.model)),
         positions=config["metrics"]["bat_positions"],
-        bat={k: config["tbat"][k] for k in BAT_TOLERANCES},
+        bat=bat_tolerances(HEAD_METHODS),
         seed=config["seed"],
     resources:
         **job_resources("cpu"),

@@ -15,6 +15,7 @@ rule sample:
         **library_code("sample"),
         sampling=lambda w: sampling_settings(w.model),
         decoding=lambda w: sampling_decoding_for(w.model),
+        bat=lambda w: bat_tolerances(sampling_decoding_for(w.model)["methods"]),
         seed=config["seed"],
         ground_truth=lambda w: loaded_ground_truth(w.model),
         truth_decoding=lambda w: truth_decoding_of(w.model),
@@ -45,8 +46,9 @@ rule sample_bat:
         method="|".join(HEAD_METHODS),
     params:
         **library_code("sample"),
-        sampling=lambda w: sampling_settings(w.model),
+        sampling=lambda w: {k: v for k, v in sampling_settings(w.model).items() if k != "methods"},  # its own method
         decoding=lambda w: sampling_decoding_for(w.model, [w.method]),
+        bat=bat_tolerances(HEAD_METHODS),
         seed=config["seed"],
     threads: config["resources"]["metrics_threads"]
     resources:

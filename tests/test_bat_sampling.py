@@ -203,6 +203,20 @@ def test_a_samples_tokens_do_not_depend_on_the_batch_and_ba_epsilon_keeps_what_e
     assert torch.equal(together, alone)
     stats = decoding.sampler.stats
     assert stats.tokens == 2 * 3 * 12 and stats.questions > 0  # a random head's bytes are near uniform: 1/256 < 0.01
+    # each byte drawn is in the kept set of its position (every byte is below epsilon here: each one proved kept)
+    logprobs = lm.next_byte_logprobs(torch.cat([prefixes, together], dim=1))[:, 4:-1].double().numpy()
+    kept = np.isfinite(decoding(logprobs))
+    assert (np.exp(logprobs) < 0.01).all() and (kept.sum(-1) < 256).any()
+    assert np.take_along_axis(kept, together.numpy()[..., None], axis=-1).all()
+
+
+def test_at_a_threshold_of_zero_bat_sampling_keeps_every_token_without_asking_the_solver():
+    W = np.random.default_rng(0).normal(size=(16, 3))
+    logits = np.random.default_rng(1).normal(size=(2, 16))
+    logprobs = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
+    for decoding in bat_decodings([Decoding("ba_epsilon", epsilon=0.0), Decoding("ba_eta", eta=0.0)], W):
+        np.testing.assert_allclose(decoding(logprobs), logprobs, atol=1e-12)
+        assert decoding.sampler.stats.questions == 0
 
 
 @pytest.mark.workflow

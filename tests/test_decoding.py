@@ -144,6 +144,9 @@ def test_the_truncation_samplers_keep_what_transformers_warpers_keep(method, par
 def test_the_truncation_samplers_by_hand():
     p = logp(0.5, 0.3, 0.15, 0.04, 0.01)
     assert np.isfinite(Decoding("epsilon", epsilon=0.04)(p)).tolist() == [True, True, True, True, False]
+    exact = logp(0.5, 0.25, 0.0625, 0.0625, 0.0625, 0.0625)  # exp(log p) == p: the cut falls exactly on a value
+    assert np.isfinite(Decoding("epsilon", epsilon=0.25)(exact)).tolist() == [True, True, False, False, False, False]
+    assert np.isfinite(Decoding("epsilon", epsilon=0.0625)(exact)).all()  # >= epsilon kept, as transformers does
     assert np.isfinite(Decoding("min_p", min_p=0.3)(p)).tolist() == [True, True, True, False, False]  # >= 0.15
     h = -(np.exp(p) * p).sum()  # 1.1671 nats: eta = min(0.1, sqrt(0.1) exp(-h)) = 0.0984
     assert math.isclose(h, 1.16714, rel_tol=1e-5)

@@ -235,6 +235,14 @@ def test_one_undecided_pair_leaves_the_claim_undecided_one_failed_pair_fails_it(
     assert least_favourable(rows, "note")["verdict"] == FAILS
 
 
+def test_a_pair_without_an_interval_leaves_the_claim_undecided_in_either_order():
+    rows = [{"verdict": HOLDS, "ci_low": 0.1, "ci_high": 0.3, "test": "a"},
+            {"verdict": UNDECIDED, "ci_low": math.nan, "ci_high": math.nan, "test": "b"}]
+    for order in (rows, rows[::-1]):
+        shown = least_favourable(order, "note")
+        assert shown["verdict"] == UNDECIDED and shown["test"].startswith("b ")
+
+
 def loss_matched(levels):
     """A loss-matched table: per level (loss, {model: (mean, ci_low, ci_high)}), TBAT rows and one TTO row."""
     rows = []

@@ -154,6 +154,47 @@ def test_a_curve_is_read_at_a_lost_support_between_its_points():
     assert np.isnan(at_lost_support(eps, np.array([0.3]))["mean"][0])  # beyond the curve
 
 
+def test_of_points_at_equal_lost_support_a_curve_keeps_the_least_false_support():
+    # pure at (0, 0.141); BA-eta 0.001 and 0.003 remove only truth-zero bytes (no lost support), 0.01 a little more
+    table = support_table({"bn-8": pd.concat([
+        _summary("pure", math.nan, 0.141, 0.0, 1.0),
+        _summary("ba_eta", 0.001, 0.139, 0.0),
+        _summary("ba_eta", 0.003, 0.121, 0.0),
+        _summary("ba_eta", 0.01, 0.106, 0.002),
+    ], ignore_index=True)})
+    points = curve(table, "bn-8", "ba_eta")
+    assert points["parameter"].tolist() == [0.003, 0.01]
+    np.testing.assert_allclose(at_lost_support(points, np.array([0.001]))["mean"], [0.1135])  # halfway 0.121 -> 0.106
+
+
+def test_a_value_that_keeps_every_byte_is_pure_to_float_rounding_and_is_not_tested():
+    table = _table({"bn-4": 0.6})
+    pure_false = table.loc[table["method"] == "pure", "false_support_mean"].iloc[0]
+    table.loc[table["method"] == "typical", ["false_support_mean", "lost_support_mean"]] = [pure_false * (1 + 1e-10),
+                                                                                          0.0]
+    claims = [r["claim"] for r in support_findings(table, "gt-teacher", 0.95)]
+    assert not any(c.startswith("Typical") for c in claims) and any(c.startswith("Epsilon") for c in claims)
+
+
+def test_support_positions_with_nan_log_probabilities_fail_naming_the_file(tmp_path):
+    from test_decoded_rows import write_logits
+
+    from oversmooth.analysis.support import aligned_rows
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(6, 256))
+    logprobs = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
+    prompt_id, position = np.repeat([0, 1], 3), np.tile([4, 5, 6], 2)
+    write_logits(tmp_path / "truth.parquet", prompt_id, position, logprobs)
+    logprobs[4, 7] = np.nan
+    write_logits(tmp_path / "bn-4.parquet", prompt_id, position, logprobs)
+    with pytest.raises(ValueError, match=r"bn-4\.parquet: NaN log-probabilities at 1 sampled positions .*prompt 1, "
+                                         r"position 5"):
+        aligned_rows(tmp_path / "bn-4.parquet", tmp_path / "truth.parquet", "all", seed=0)
+    model, truth = aligned_rows(tmp_path / "truth.parquet", tmp_path / "truth.parquet", "all", seed=0)
+    assert len(model.position) == 6
+
+
 def test_the_support_findings_decide_each_claim():
     rows = {(r["id"], r["claim"].split()[0]): r for r in support_findings(_table({"bn-4": 0.6, "bn-64": 0.2}),
                                                                           "gt-teacher", 0.95, n_levels=2)}

@@ -21,13 +21,15 @@ SOURCE = yaml.safe_load(OVERLAY.read_text())["data"]["sources"][0]
 TRUTH = Decoding(**SOURCE["decoding"])  # the decoding the teacher writes under: the truth is TRUTH(teacher)
 
 
+TARGETS = ["results/tables/table_4_1.csv", "results/tables/table_5_3.csv", "results/tables/table_findings.csv",
+           "results/tables/table_support.csv", "results/figures/figure_support.png"]
+
+
 @pytest.fixture(scope="module")
 def teacher_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("teacher")
-    targets = ["results/tables/table_4_1.csv", "results/tables/table_5_3.csv", "results/tables/table_findings.csv",
-               "results/tables/table_support.csv", "results/figures/figure_support.png"]
-    dry = snakemake(workdir, "-n", *targets, overrides=[OVERLAY])
-    snakemake(workdir, *targets, overrides=[OVERLAY])
+    dry = snakemake(workdir, "-n", *TARGETS, overrides=[OVERLAY])
+    snakemake(workdir, *TARGETS, overrides=[OVERLAY])
     return workdir / "results", dry.stdout + dry.stderr
 
 
@@ -83,6 +85,14 @@ def test_changing_the_truths_decoding_reruns_what_reads_the_truth_not_the_teache
     assert ("train_model", "model=gt-teacher") not in planned and "prepare_ground_truth_corpus" not in planned_rules(
         output)  # the teacher itself does not depend on the decoding it writes under
     assert "0.002" in output  # the reason Snakemake gives: the changed param
+
+
+def test_the_teacher_source_s_thread_count_reruns_nothing(teacher_run, tmp_path):
+    results, _ = teacher_run
+    overlay = tmp_path / "threads.yaml"
+    overlay.write_text(yaml.safe_dump({"data": {"sources": [{**SOURCE, "threads": SOURCE.get("threads", 1) + 1}]}}))
+    dry = snakemake(results.parent, "-n", *TARGETS, overrides=[OVERLAY, overlay])
+    assert "Nothing to be done" in dry.stdout + dry.stderr
 
 
 def test_table_4_1_reports_the_family_against_the_truth_and_the_proxy(teacher_run):

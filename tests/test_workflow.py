@@ -551,6 +551,23 @@ def test_changing_a_tbat_setting_reruns_tbat_and_its_tables_only(smoke_run, tmp_
 
 
 @pytest.mark.workflow
+def test_ba_settings_rerun_only_the_jobs_that_decode_or_sample_with_bat(smoke_run, tmp_path):
+    # BA's positions: its decoded rows and the metrics of the models that have them, no other model's metrics
+    jobs = planned_jobs(dry_run_with_override(smoke_run, tmp_path, "metrics:\n  bat_positions: 7\n"))
+    decoded = {w for r, w in jobs if r == "bat_decode"}
+    metrics = {w.split(",")[0] for r, w in jobs if r == "oversmoothing_metrics"}
+    assert decoded and metrics == decoded, (decoded, metrics)
+    # the solver's tolerances: BA sampling too (the byte models with a head matrix, the token heads' BA jobs)
+    jobs = planned_jobs(dry_run_with_override(smoke_run, tmp_path, "tbat:\n  zero_tol: 2.0e-9\n"))
+    assert {"bat_decode", "sample", "sample_bat"} <= {r for r, _ in jobs}
+    assert ("sample", "model=bn-4") in jobs and ("sample", "model=mos-4") not in jobs
+    # a token-track method list that BA sampling's jobs do not run
+    jobs = planned_jobs(dry_run_with_override(smoke_run, tmp_path, "tokens:\n  sampling:\n    methods: "
+                                                                "[pure, top_p, ba_eta, mirostat, top_k]\n"))
+    assert "sample" in {r for r, _ in jobs} and "sample_bat" not in {r for r, _ in jobs}
+
+
+@pytest.mark.workflow
 def test_smoke_run_writes_tables_b_and_i_1(smoke_run):
     _, workdir, _ = smoke_run
     tables = workdir / "results" / "tables"

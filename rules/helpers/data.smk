@@ -26,7 +26,8 @@ def teacher_documents(source):
 
 def sources_with_paths(sources):
     """`sources` as build_corpus reads them: a teacher source with the `path` of its documents filled in."""
-    return [{**source, "path": teacher_documents(source)} if source["kind"] == "teacher" else source for source in sources]
+    return [settings_without_threads({**source, "path": teacher_documents(source)}) if source["kind"] == "teacher"
+            else source for source in sources]
 
 
 def teacher_source(model):

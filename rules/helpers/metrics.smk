@@ -45,6 +45,11 @@ def bat_head(model):
     return model in linear_head_models(config)
 
 
+def bat_tolerances(methods):
+    """The BAT solver's tolerances (`tbat`) where `methods` include a BAT sampling method, else None."""
+    return {k: config["tbat"][k] for k in BAT_TOLERANCES} if set(methods) & set(HEAD_METHODS) else None
+
+
 def support_inputs(wildcards):
     """The model's and the truth's logits; the model's checkpoint (its W) where it is BA-decoded."""
     inputs = {"model": logits_path(wildcards.model), "truth": logits_path(support_truth(config))}
@@ -55,5 +60,4 @@ def support_settings(wildcards):
     """`support` with the BA methods left out of the grid of a model without one head matrix, and the BAT solver's
     tolerances where it has one."""
     grid = {m: v for m, v in config["support"]["grid"].items() if bat_head(wildcards.model) or m not in HEAD_METHODS}
-    bat = {k: config["tbat"][k] for k in BAT_TOLERANCES} if set(grid) & set(HEAD_METHODS) else None
-    return {"positions": config["support"]["positions"], "grid": grid, "bat": bat}
+    return {"positions": config["support"]["positions"], "grid": grid, "bat": bat_tolerances(grid)}

@@ -4,6 +4,7 @@ samples join those of its BAT-sampling jobs; or a token-track model's under one 
 sample_bat)."""
 
 from oversmooth.analysis.bat.sampler import bat_decodings
+from oversmooth.analysis.bat.settings import solver_settings
 from oversmooth.analysis.tokenheads import load_head
 from oversmooth.core.catalog import is_token_model
 from oversmooth.core.io import read_parquet, write_parquet
@@ -23,11 +24,12 @@ smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with workflow_job(smk.log[0]):
     settings, decodings = smk.params.sampling, sampling_decodings(smk.params.decoding)
+    solver = solver_settings(smk.params.bat)
     prompts = read_parquet(smk.input.prompts)
     if is_token_model(smk.wildcards.model):
         model, tokenizer = rule_token_source(smk)
         head = load_head(smk.input.head)[0] if "head" in smk.input.keys() else model.get_output_embeddings()
-        decodings = bat_decodings(decodings, lambda: token_head_matrix(head), model=smk.wildcards.model)
+        decodings = bat_decodings(decodings, lambda: token_head_matrix(head), solver, model=smk.wildcards.model)
         table = sample_token_model(
             model, tokenizer, head.to(next(model.parameters()).device), smk.wildcards.model, prompts, decodings,
             None, continuation_tokens=settings["continuation_tokens"], batch_size=settings["batch_size"],
@@ -39,7 +41,7 @@ with workflow_job(smk.log[0]):
         write_parquet(table, smk.output[0])
     else:
         lm = rule_byte_lm(smk)
-        decodings = bat_decodings(decodings, lambda: byte_head_matrix(lm), model=lm.name)
+        decodings = bat_decodings(decodings, lambda: byte_head_matrix(lm), solver, model=lm.name)
         sample_model(
             lm, prompts, decodings, smk.output[0], continuation_bytes=settings["continuation_bytes"],
             batch_size=settings["batch_size"], seed=smk.params.seed, n_prompts=settings["n_prompts"],

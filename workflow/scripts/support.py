@@ -4,7 +4,7 @@ threshold set of the model's distribution, and their summary. BA-epsilon and BA-
 (read from its checkpoint without torch)."""
 
 from oversmooth.analysis.bat.sampler import bat_decodings
-from oversmooth.analysis.bat.settings import TBATSettings
+from oversmooth.analysis.bat.settings import solver_settings
 from oversmooth.analysis.support import aligned_rows, grid_decodings, summarise_support, write_support
 from oversmooth.core.io import read_parquet, write_csv
 from oversmooth.core.job import workflow_job
@@ -15,7 +15,7 @@ smk = snakemake  # noqa: F821  (injected by Snakemake)
 with workflow_job(smk.log[0]):
     settings, boot = smk.params.support, smk.params.bootstrap
     model, truth = aligned_rows(smk.input.model, smk.input.truth, settings["positions"], smk.params.seed)
-    solver = TBATSettings(**settings["bat"]) if settings["bat"] else TBATSettings()
+    solver = solver_settings(settings["bat"])
     checkpoint = smk.input.get("checkpoint")
     decodings = bat_decodings(grid_decodings(settings["grid"]),
                               lambda: read_output_matrix(checkpoint) if checkpoint else None, solver,

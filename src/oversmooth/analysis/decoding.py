@@ -1,11 +1,11 @@
 """Decoding transforms (thesis §6.1, and the truncation samplers of its §2.3): one implementation, used by the metrics
 and by the sampler.
 
-Each transform maps next-byte log-probabilities (..., V) to the log-probabilities of the
-distribution a decoding method samples from; bytes it removes get -inf. Ties are broken by byte
-order (the lower byte wins), so every transform is deterministic. They are NumPy (float64 in the
-pipeline), so that the CPU analysis jobs (metrics, TBAT) run without torch; the sampler hands them
-its (B, V) rows once per step.
+Each transform maps next-byte log-probabilities (..., V) to the log-probabilities of the distribution a decoding
+method samples from; bytes it removes get -inf. Greedy, top-k and top-p break ties by byte order (the lower byte
+wins); epsilon, eta, min-p and typical cut at a value and keep every entry tied at it, as transformers' warpers do;
+every transform is deterministic. They are NumPy (float64 in the pipeline), so that the CPU analysis jobs (metrics,
+TBAT) run without torch; the sampler hands them its (B, V) rows once per step.
 """
 
 from __future__ import annotations
@@ -105,8 +105,9 @@ def temperature(logprobs: np.ndarray, t: float) -> np.ndarray:
 
 
 def epsilon_sampling(logprobs: np.ndarray, epsilon: float) -> np.ndarray:
-    """Hewitt et al. (2022)'s epsilon-sampling: keep the entries of probability >= epsilon (the most probable always,
-    every one tied with it), renormalised. Ties cannot split: the cut is a value."""
+    """Hewitt et al. (2022)'s epsilon-sampling: keep the entries of probability >= epsilon (the paper writes >, the
+    transformers warper keeps >=; they differ only at equality), the most probable always with every one tied with
+    it, renormalised. Ties cannot split: the cut is a value."""
     if not 0 <= epsilon < 1:
         raise ValueError(f"epsilon-sampling needs 0 <= epsilon < 1, got {epsilon}")
     return _keep_from(logprobs, np.float64(epsilon))

@@ -136,10 +136,16 @@ def summarise_support(frame: pd.DataFrame, *, n_boot: int, confidence: float, se
 def aligned_rows(model_logits: str | os.PathLike, truth_logits: str | os.PathLike, positions: int | str,
                  seed: int) -> tuple[SampledRows, SampledRows]:
     """The same seeded sample of positions from a model's and the truth's logits files (float64), checked to be the
-    same positions."""
+    same positions and free of NaN."""
     model, truth = (sampled_logit_rows(path, positions, seed) for path in (model_logits, truth_logits))
     if not (np.array_equal(model.prompt_id, truth.prompt_id) and np.array_equal(model.position, truth.position)):
         raise ValueError(f"{model_logits} and {truth_logits} hold different positions; extract both from the same "
                          "prompts")
+    for path, rows in ((model_logits, model), (truth_logits, truth)):
+        broken = np.isnan(rows.logprobs).any(-1)
+        if broken.any():  # a NaN would count as no mass: false and lost support 0, a NaN model row inseparable
+            first = int(np.argmax(broken))
+            raise ValueError(f"{path}: NaN log-probabilities at {int(broken.sum())} sampled positions (the first: "
+                             f"prompt {rows.prompt_id[first]}, position {rows.position[first]}); re-extract its logits")
     return (model._replace(logprobs=model.logprobs.astype(np.float64)),
             truth._replace(logprobs=truth.logprobs.astype(np.float64)))

@@ -216,9 +216,11 @@ def _share_term(table: pd.DataFrame, model: str, weight: float = 1.0) -> Term:
 
 def least_favourable(rows: Sequence[dict], note: str) -> dict:
     """One claim tested on many pairs, as one row: it holds if every pair holds and fails if any pair fails; the
-    row shown is the pair that decides that (the lowest interval's top if one fails, else the lowest bottom)."""
+    row shown is the pair that decides that (the lowest interval's top if one fails, else the lowest bottom; a pair
+    without an interval, NaN, is undecided and lowest)."""
     failed = [r for r in rows if r["verdict"] == FAILS]
-    shown = min(failed, key=lambda r: r["ci_high"]) if failed else min(rows, key=lambda r: r["ci_low"])
+    shown = (min(failed, key=lambda r: r["ci_high"]) if failed
+             else min(rows, key=lambda r: -math.inf if math.isnan(r["ci_low"]) else r["ci_low"]))
     return shown | {"test": f"{shown['test']} ({note}: the least favourable of {len(rows)})"}
 
 
@@ -305,8 +307,8 @@ def support_findings(table: pd.DataFrame, truth: str, confidence: float, n_level
             points = table[(table["model"] == model) & (table["method"] == method)]
             for parameter, lost, false in zip(points["parameter"], points["lost_support_mean"],
                                               points["false_support_mean"]):
-                if lost == 0 and false == pure.loc[model, "false_support_mean"]:
-                    continue  # keeps every byte at every position: pure itself
+                if lost == 0 and math.isclose(false, pure.loc[model, "false_support_mean"], rel_tol=1e-6):
+                    continue  # keeps every byte at every position: pure itself (to float rounding)
                 pairs.append(_row("truncation_cuts_false_support",
                                   f"{METHOD_LABELS[method]} puts less mass on the truth's zeros than pure sampling",
                                   truth, f"false({method} {parameter:g} | {model}) < false(pure | {model})",

@@ -40,10 +40,12 @@ def read_support_table(models: Sequence[str], paths: Sequence[str | os.PathLike]
 
 
 def curve(table: pd.DataFrame, model: str, method: str) -> pd.DataFrame:
-    """One method's points for one model (pure's point, at no lost support, first where the method truncates),
-    sorted by lost support."""
+    """One method's points for one model and pure's (at no lost support), sorted by lost support; of points at the
+    same lost support only the one with the least false support (a value that removes only bytes the truth never
+    writes beats pure at no lost support), so that the curve is a function of lost support."""
     rows = table[(table["model"] == model) & (table["method"].isin([method, REFERENCE]))]
-    return rows.sort_values(["lost_support_mean", "parameter"], kind="stable").reset_index(drop=True)
+    best = rows.sort_values(["lost_support_mean", "false_support_mean"], kind="stable")
+    return best.drop_duplicates("lost_support_mean", keep="first").reset_index(drop=True)
 
 
 def at_lost_support(points: pd.DataFrame, levels: np.ndarray) -> pd.DataFrame:
@@ -59,8 +61,8 @@ def at_lost_support(points: pd.DataFrame, levels: np.ndarray) -> pd.DataFrame:
 
 
 def common_levels(a: pd.DataFrame, b: pd.DataFrame, n: int) -> np.ndarray:
-    """n lost-support levels evenly spread over the range both curves cover, its low end left out (there both are
-    pure's point, equal by definition); none where they share no range beyond a point."""
+    """n lost-support levels evenly spread over the range both curves cover, its low end left out (at no lost
+    support both curves start at pure's point or below it); none where they share no range beyond a point."""
     low = max(a["lost_support_mean"].min(), b["lost_support_mean"].min())
     high = min(a["lost_support_mean"].max(), b["lost_support_mean"].max())
     return np.linspace(low, high, n + 1)[1:] if high > low else np.array([])

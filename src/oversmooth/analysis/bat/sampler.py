@@ -137,7 +137,9 @@ class BATSampler:
 
     def kept(self, p: np.ndarray, threshold: float) -> np.ndarray:
         """The kept set of p (boolean over the V tokens): every token below `threshold` decided (a TBAT reject set
-        at it); raises where the solver fails."""
+        at it); raises where the solver fails. At a threshold of 0 or less no token is below it: all are kept."""
+        if threshold <= 0:
+            return np.ones(len(p), dtype=bool)
         with self.one_blas_thread():
             result = self.solver.reject_set(np.asarray(p, dtype=np.float64), threshold=threshold)
         if result.failed:

@@ -7,6 +7,7 @@ for a run (pytest's monkeypatch on this module)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -24,6 +25,12 @@ class TBATSettings:
     def __post_init__(self):
         if not 0 < self.threshold < 1:
             raise ValueError(f"tbat.threshold must be in (0, 1), got {self.threshold}")
+
+
+def solver_settings(tolerances: Mapping[str, float] | None) -> TBATSettings:
+    """The settings of a BAT solver that a sampler or a decoding asks (it sets the threshold per question): the
+    config's `tbat` tolerances a rule carries, or the defaults where the rule runs no BAT method (None)."""
+    return TBATSettings(**tolerances) if tolerances else TBATSettings()
 
 
 # The LPs (lp.py): HiGHS's column generation
