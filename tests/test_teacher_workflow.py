@@ -90,7 +90,8 @@ def test_changing_the_truths_decoding_reruns_what_reads_the_truth_not_the_teache
 def test_the_teacher_source_s_thread_count_reruns_nothing(teacher_run, tmp_path):
     results, _ = teacher_run
     overlay = tmp_path / "threads.yaml"
-    overlay.write_text(yaml.safe_dump({"data": {"sources": [{**SOURCE, "threads": SOURCE.get("threads", 1) + 1}]}}))
+    source = {**SOURCE, "threads": SOURCE.get("threads", 1) + 1}  # the keys in the config's order: Snakemake
+    overlay.write_text(yaml.safe_dump({"data": {"sources": [source]}}, sort_keys=False))  # compares params as written
     dry = snakemake(results.parent, "-n", *TARGETS, overrides=[OVERLAY, overlay])
     assert "Nothing to be done" in dry.stdout + dry.stderr
 
