@@ -146,6 +146,9 @@ def aligned_rows(model_logits: str | os.PathLike, truth_logits: str | os.PathLik
         if broken.any():  # a NaN would count as no mass: false and lost support 0, a NaN model row inseparable
             first = int(np.argmax(broken))
             raise ValueError(f"{path}: NaN log-probabilities at {int(broken.sum())} sampled positions (the first: "
-                             f"prompt {rows.prompt_id[first]}, position {rows.position[first]}); re-extract its logits")
+                             f"prompt {rows.prompt_id[first]}, position {rows.position[first]}), which support "
+                             "recovery cannot score: the model gives NaN there (a diverged training, whose losses "
+                             "in its training log are NaN, or a broken checkpoint), so extracting its logits again "
+                             "would not help")
     return (model._replace(logprobs=model.logprobs.astype(np.float64)),
             truth._replace(logprobs=truth.logprobs.astype(np.float64)))
