@@ -31,6 +31,7 @@ from oversmooth.core.cluster import SCHEDULING_KEYS, bat_sampling_runtime, token
 from oversmooth.core.cluster import job_resources as cluster_job_resources
 from oversmooth.core.layout import (
     bat_samples_path,
+    direct_samples_path,
     benchmark_path,
     corpus_path,
     data_path,

@@ -3,14 +3,15 @@
 
 
 # A byte-level model continues the sampling prompts' byte prefixes; a token-track model (a rank-k head, or tok-full)
-# continues the token prompts with its head on its frozen source's states, and joins its BAT-sampling jobs' rows.
+# continues the token prompts with its head on its frozen source's states. Where the token track samples with BAT
+# sampling's methods, a token-track model's samples are joined instead (rule join_samples, below).
 rule sample:
     input:
         unpack(sample_inputs),
     output:
         samples_path("{model}"),
     wildcard_constraints:
-        model=pattern("bottleneck", "checkpoint", "mos", "svd", "ground_truth", "token_head", "token_reference"),
+        model=sampled_models_pattern(),
     params:
         **library_code("sample"),
         sampling=lambda w: sampling_settings(w.model),
@@ -20,7 +21,6 @@ rule sample:
         ground_truth=lambda w: loaded_ground_truth(w.model),
         truth_decoding=lambda w: truth_decoding_of(w.model),
         document_context=lambda w: scored_by_truth(w.model),  # then sampled in the truth's context
-        methods=lambda w: token_methods(config) if is_token_model(w.model) else None,  # the joined rows' order
     threads: config["resources"]["inference_threads"]
     resources:
         **job_resources("inference"),
@@ -34,8 +34,21 @@ rule sample:
         "../workflow/scripts/sample.py"
 
 
+# A token-track model's methods but BAT sampling's, where the track samples with BAT sampling: a change to BAT
+# sampling's settings reruns its own jobs and the join, not these.
+use rule sample as sample_direct with:
+    output:
+        direct_samples_path("{model}"),
+    wildcard_constraints:
+        model=pattern("token_head", "token_reference"),
+    log:
+        log_path("samples", "{model}.direct"),
+    benchmark:
+        benchmark_path("samples", "{model}.direct")
+
+
 # BAT sampling on a token-track head (its two forms, BA-epsilon and BA-eta): one CPU job per head and method, its
-# runtime from its estimate; the head's sample job joins its rows.
+# runtime from its estimate.
 rule sample_bat:
     input:
         unpack(token_sample_inputs),
@@ -46,7 +59,7 @@ rule sample_bat:
         method="|".join(HEAD_METHODS),
     params:
         **library_code("sample"),
-        sampling=lambda w: {k: v for k, v in sampling_settings(w.model).items() if k != "methods"},  # its own method
+        sampling=lambda w: sampling_settings(w.model),
         decoding=lambda w: sampling_decoding_for(w.model, [w.method]),
         bat=bat_tolerances(HEAD_METHODS),
         seed=config["seed"],
@@ -61,6 +74,28 @@ rule sample_bat:
         "../envs/torch.yaml"
     script:
         "../workflow/scripts/sample.py"
+
+
+# A token-track model's samples: its direct methods' rows and its BAT-sampling jobs', in the track's order of
+# methods (what one job sampling every method would write). Seconds, on the submit host.
+rule join_samples:
+    input:
+        direct=direct_samples_path("{model}"),
+        bat_samples=lambda w: [bat_samples_path(w.model, method) for method in token_bat_sampling_methods()],
+    output:
+        samples_path("{model}"),
+    wildcard_constraints:
+        model=joined_models_pattern(),
+    params:
+        **library_code("join_samples"),
+        methods=token_methods(config),
+    localrule: True
+    log:
+        log_path("samples", "{model}.join"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/join_samples.py"
 
 
 rule quality:

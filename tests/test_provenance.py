@@ -179,7 +179,7 @@ def test_analysis_jobs_do_not_run_plotting_training_or_corpus_code():
 TORCH_FREE_SCRIPTS = FIGURE_SCRIPTS | {
     "metrics_table", "quality_table", "sample_table", "table_3_1", "loss_matched", "table_7_3", "table_godey_anisotropy",
     "table_i_1", "table_b", "findings", "token_findings", "oversmoothing_metrics", "tbat", "time_metrics", "support",
-    "table_support", "bat_decode"}
+    "table_support", "bat_decode", "join_samples"}
 
 
 def script_imports(path: Path, nested: bool = False) -> str:

@@ -11,13 +11,12 @@ from oversmooth.analysis.decoding import Decoding
 from oversmooth.data.prompts import PROMPTS_SCHEMA
 from oversmooth.analysis.bat.sampler import bat_decodings
 from oversmooth.generation.samples import (
-    SAMPLES_SCHEMA,
     byte_head_matrix,
     equal_length_batches,
-    join_samples,
     sample_model,
     sample_seed,
 )
+from oversmooth.generation.sampletable import SAMPLES_SCHEMA, join_samples
 from oversmooth.generation.sampling import (
     GPTStepper,
     HFStepper,
@@ -94,9 +93,9 @@ def test_seeds_depend_only_on_model_method_and_prompt(lm, tmp_path):
 
 
 def test_bat_samplings_rows_from_a_job_of_their_own_joined_to_the_others_are_one_jobs_rows(lm):
-    """The token track samples BA-epsilon and BA-eta in CPU jobs of their own (rule sample_bat) and joins their rows
-    into the head's samples: the same table, row for row, as one job sampling every method; a method missing or
-    sampled twice is an error naming it."""
+    """The token track samples BA-epsilon and BA-eta in CPU jobs of their own (rule sample_bat), and a job of its own
+    (rule join_samples) joins their rows to the head's other methods': the same table, row for row, as one job
+    sampling every method; a method missing or sampled twice is an error naming it."""
     prompts, methods = prompts_table(3, 6, 6), ["pure", "ba_eta", "top_p", "ba_epsilon"]
     decodings = {m: Decoding(m, eta=0.01) if m == "ba_eta" else Decoding(m, epsilon=0.01) if m == "ba_epsilon"
                  else Decoding(m, top_p=0.9) if m == "top_p" else Decoding(m) for m in methods}

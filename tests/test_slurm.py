@@ -25,8 +25,8 @@ from slurm_cluster import CPU_PARTITION, GPU_PARTITION, profile_command, rule_of
 pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 
 GPU_RULES = {
-    "train_model", "train_segment", "evaluate_model", "extract_logits", "sample", "rank_constrained_head",
-    "token_states", "token_head",
+    "train_model", "train_segment", "evaluate_model", "extract_logits", "sample", "sample_direct",
+    "rank_constrained_head", "token_states", "token_head",
 }
 TIMING_TABLES = {"table_i_1.csv"}  # seconds, which differ from run to run
 REBUILT_HEAD = "tok-learned-r4"

@@ -60,8 +60,9 @@ def test_dry_run_lists_every_rule(smoke_run):
     expected = {
         "prepare_corpus", "select_prompts", "train_model", "evaluate_model", "table_3_1", "training_figure",
         "extract_logits", "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "figure_4_3",
-        "tbat", "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "sample_bat", "convert_smollm2", "quality",
-        "quality_table", "sample_table", "figure_5_1", "svd_model", "effective_rank", "table_7_3", "ngram_rank",
+        "tbat", "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "sample_direct", "sample_bat",
+        "join_samples", "convert_smollm2", "quality", "quality_table", "sample_table", "figure_5_1", "svd_model",
+        "effective_rank", "table_7_3", "ngram_rank",
         "anisotropy", "table_godey_anisotropy", "figure_godey_anisotropy", "rank_constrained_head",
         "figure_godey_rank_loss", "checkpoint_model", "loss_matched", "figure_loss_matched",
         "token_states", "token_head", "figure_token_heads", "token_prompts", "figure_token_quality", "findings",
@@ -271,8 +272,9 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
     # and the bottlenecks' BA-decoded rows (bat_decode) with the metrics jobs that read them and Figure 4.2; no model
     ("analysis.bat.solver", "class BATSolver",
      {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "figure_loss_matched", "findings",
-      "token_findings", "figure_token_bottleneck", "sample", "sample_bat", "quality", "quality_table", "sample_table",
-      "figure_5_1", "figure_token_quality", "bat_decode", "oversmoothing_metrics", "figure_4_2"}),
+      "token_findings", "figure_token_bottleneck", "sample", "sample_direct", "sample_bat", "join_samples", "quality",
+      "quality_table", "sample_table", "figure_5_1", "figure_token_quality", "bat_decode", "oversmoothing_metrics",
+      "figure_4_2"}),
     # a metric's formula: the metrics, their timings, and the tables and figures of their summaries; no sample-quality
     # table, training or other figure (issue 55: quality_table, sample_table, training_figure and four figures
     # reached the formulas through `metrics_report`'s byte frequencies)
@@ -558,13 +560,15 @@ def test_ba_settings_rerun_only_the_jobs_that_decode_or_sample_with_bat(smoke_ru
     metrics = {w.split(",")[0] for r, w in jobs if r == "oversmoothing_metrics"}
     assert decoded and metrics == decoded, (decoded, metrics)
     # the solver's tolerances: BA sampling too (the byte models with a head matrix, the token heads' BA jobs)
+    # and the joins of a token head's samples, not its other methods' samples (a GPU job at thesis scale)
     jobs = planned_jobs(dry_run_with_override(smoke_run, tmp_path, "tbat:\n  zero_tol: 2.0e-9\n"))
-    assert {"bat_decode", "sample", "sample_bat"} <= {r for r, _ in jobs}
+    assert {"bat_decode", "sample", "sample_bat", "join_samples"} <= {r for r, _ in jobs}
     assert ("sample", "model=bn-4") in jobs and ("sample", "model=mos-4") not in jobs
+    assert "sample_direct" not in {r for r, _ in jobs}
     # a token-track method list that BA sampling's jobs do not run
     jobs = planned_jobs(dry_run_with_override(smoke_run, tmp_path, "tokens:\n  sampling:\n    methods: "
                                                                 "[pure, top_p, ba_eta, mirostat, top_k]\n"))
-    assert "sample" in {r for r, _ in jobs} and "sample_bat" not in {r for r, _ in jobs}
+    assert {"sample_direct", "join_samples"} <= {r for r, _ in jobs} and "sample_bat" not in {r for r, _ in jobs}
 
 
 @pytest.mark.workflow
@@ -583,7 +587,7 @@ def test_smoke_run_writes_tables_b_and_i_1(smoke_run):
 
 @pytest.mark.workflow
 def test_smoke_run_samples_and_scores_quality(smoke_run):
-    from oversmooth.generation.samples import SAMPLES_SCHEMA
+    from oversmooth.generation.sampletable import SAMPLES_SCHEMA
 
     _, workdir, _ = smoke_run
     results = workdir / "results"
@@ -943,7 +947,8 @@ def test_adding_a_token_rank_builds_only_its_heads_their_metrics_samples_and_the
     _, model_jobs, output = new_jobs(smoke_run, tmp_path, "tokens:\n  ranks: [4, 16, 64]\n")
     jobs = planned_jobs(output)  # the report rules may be pending already: looked up in the whole plan
     assert set(model_jobs) == {
-        (rule, f"model={head}") for rule in ("token_head", "sample", "quality") for head in NEW_HEADS
+        (rule, f"model={head}") for rule in ("token_head", "sample_direct", "join_samples", "quality")
+        for head in NEW_HEADS
     } | {("oversmoothing_metrics", f"model={head}, gt=tok-full") for head in NEW_HEADS} | {
         ("sample_bat", f"model={head}, method=ba_eta") for head in NEW_HEADS}  # BA-eta in a CPU job of its own
     assert {wildcards for rule, wildcards in jobs if rule == "metrics_table"} >= {
@@ -957,7 +962,7 @@ def test_adding_a_token_rank_builds_only_its_heads_their_metrics_samples_and_the
 
 @pytest.mark.workflow
 def test_the_token_track_samples_every_head_and_the_full_head_and_scores_them_against_human_text(smoke_run):
-    from oversmooth.generation.samples import SAMPLES_SCHEMA
+    from oversmooth.generation.sampletable import SAMPLES_SCHEMA
     from oversmooth.models.causallm import load_tokenizer
 
     _, workdir, _ = smoke_run

@@ -149,11 +149,20 @@ def report_rules() -> set[str]:
 
 
 def rule_blocks(repo: Path = REPO):
-    """(.smk file, rule name, the rule's text, its `script:` name or None) for every rule of `repo`."""
+    """(.smk file, rule name, the rule's text, its `script:` name or None) for every rule of `repo`; a rule made by
+    `use rule <parent> as <name> with:` with its parent's text and script, which it inherits."""
+    rules, derived = {}, []
     for smk in (repo / "rules").glob("*.smk"):
-        for block in re.split(r"(?m)^(?=rule \w+:)", smk.read_text())[1:]:
+        for block in re.split(r"(?m)^(?=rule \w+:|use rule )", smk.read_text())[1:]:
+            if use := re.match(r"use rule (\w+) as (\w+) with:", block):
+                derived.append((smk, *use.groups()))
+                continue
             script = re.search(r'script:\n\s+"\.\./workflow/scripts/(\w+)\.py"', block)
-            yield smk, re.match(r"rule (\w+):", block).group(1), block, script and script.group(1)
+            rules[re.match(r"rule (\w+):", block).group(1)] = smk, block, script and script.group(1)
+    for name, (smk, block, script) in rules.items():
+        yield smk, name, block, script
+    for smk, parent, name in derived:
+        yield smk, name, *rules[parent][1:]
 
 
 def rules_running(module: str, repo: Path = REPO) -> set[str]:

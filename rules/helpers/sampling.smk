@@ -20,14 +20,23 @@ def token_bat_sampling_methods():
     return [m for m in token_methods(config) if m in HEAD_METHODS]
 
 
+def sampled_models_pattern():
+    """The models whose samples the `sample` jobs write. Every kind that samples, but the token track's where it
+    samples with BAT sampling's methods (their samples are joined, by the `join_samples` jobs)."""
+    token = [] if token_bat_sampling_methods() else ["token_head", "token_reference"]
+    return pattern("bottleneck", "checkpoint", "mos", "svd", "ground_truth", *token)
+
+
+def joined_models_pattern():
+    """The models whose samples the `join_samples` jobs write. The token track's where it samples with BAT sampling's
+    methods, else none."""
+    return pattern("token_head", "token_reference") if token_bat_sampling_methods() else "(?!)"
+
+
 def sample_inputs(wildcards):
     """A byte-level model's prompts and checkpoint; a token-track model's prompts, source LM and (for a rank-k head)
-    its factors, and its samples under BAT sampling's methods, which its samples join (rule sample_bat)."""
-    model = wildcards.model
-    if not is_token_model(model):
-        return logits_inputs(wildcards)
-    bat = [bat_samples_path(model, method) for method in token_bat_sampling_methods()]
-    return token_sample_inputs(wildcards) | ({"bat_samples": bat} if bat else {})
+    its factors."""
+    return token_sample_inputs(wildcards) if is_token_model(wildcards.model) else logits_inputs(wildcards)
 
 
 def token_sample_inputs(wildcards):
@@ -46,8 +55,9 @@ def bat_sampling_resources():
 
 def sampling_settings(model):
     """What a model's samples depend on: `sampling`, or for the token track `tokens.sampling` and its source."""
-    if is_token_model(model):
-        return {**config["tokens"]["sampling"], "source": config["tokens"]["source"]}
+    if is_token_model(model):  # not its methods: each job carries those it samples (`sampling_decoding_for`)
+        return {**{k: v for k, v in config["tokens"]["sampling"].items() if k != "methods"},
+                "source": config["tokens"]["source"]}
     return config["sampling"]
 
 

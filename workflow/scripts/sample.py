@@ -1,18 +1,17 @@
 """Snakemake adapter: continuations of the sampling prompts by one model with every decoding method (rule sample):
-a byte-level model from its checkpoint, or a token-track model (a rank-k head or tok-full) on its frozen source, whose
-samples join those of its BAT-sampling jobs; or a token-track model's under one BAT-sampling method (rule
-sample_bat)."""
+a byte-level model from its checkpoint, or a token-track model (a rank-k head or tok-full) on its frozen source;
+where the track samples with BAT sampling's methods, a token-track model's other methods (rule sample_direct) or
+one BAT-sampling method (rule sample_bat), which rule join_samples joins."""
 
 from oversmooth.analysis.bat.sampler import bat_decodings
 from oversmooth.analysis.bat.settings import solver_settings
 from oversmooth.analysis.tokenheads import load_head
 from oversmooth.core.catalog import is_token_model
-from oversmooth.core.io import read_parquet, write_parquet
+from oversmooth.core.io import read_parquet
 from oversmooth.core.job import workflow_job
 from oversmooth.generation.mirostat import sampling_decodings
 from oversmooth.generation.samples import (
     byte_head_matrix,
-    join_samples,
     sample_model,
     sample_token_model,
     token_head_matrix,
@@ -30,15 +29,11 @@ with workflow_job(smk.log[0]):
         model, tokenizer = rule_token_source(smk)
         head = load_head(smk.input.head)[0] if "head" in smk.input.keys() else model.get_output_embeddings()
         decodings = bat_decodings(decodings, lambda: token_head_matrix(head), solver, model=smk.wildcards.model)
-        table = sample_token_model(
+        sample_token_model(
             model, tokenizer, head.to(next(model.parameters()).device), smk.wildcards.model, prompts, decodings,
-            None, continuation_tokens=settings["continuation_tokens"], batch_size=settings["batch_size"],
+            smk.output[0], continuation_tokens=settings["continuation_tokens"], batch_size=settings["batch_size"],
             seed=smk.params.seed,
         )
-        if "bat_samples" in smk.input.keys():  # BAT sampling's methods, sampled by jobs of their own (sample_bat)
-            parts = [table, *(read_parquet(path) for path in smk.input.bat_samples)]
-            table = join_samples(parts, smk.params.methods)
-        write_parquet(table, smk.output[0])
     else:
         lm = rule_byte_lm(smk)
         decodings = bat_decodings(decodings, lambda: byte_head_matrix(lm), solver, model=lm.name)

@@ -44,6 +44,11 @@ def bat_samples_path(model: str, method: str) -> str:
     return result_path("samples", f"{model}.{method}.parquet")
 
 
+def direct_samples_path(model: str) -> str:
+    """A token-track model's samples under its methods but BAT sampling's, which its samples join with those."""
+    return result_path("samples", f"{model}.direct.parquet")
+
+
 def quality_path(model: str, kind: str = "per_sample") -> str:
     """Per-sample quality of a model (or `human`), or its `.summary.csv`."""
     return result_path("quality", f"{model}.parquet" if kind == "per_sample" else f"{model}.summary.csv")

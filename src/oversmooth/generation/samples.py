@@ -6,8 +6,8 @@ the batch size changes nothing.
 
 The token track samples the same way (`sample_token_model`): a rank-k head (or the full one) on a frozen
 `transformers` LM's states with that model's cache, token prefixes of equal length, texts decoded by its tokenizer.
-Its BAT-sampling methods run in jobs of their own (their solver on a CPU) whose rows its samples join
-(`join_samples`): the same rows as one job sampling every method. The steppers and the draw are
+Its BAT-sampling methods run in jobs of their own (their solver on a CPU) whose rows a job of its own joins to the
+others' (`sampletable.join_samples`): the same rows as one job sampling every method. The steppers and the draw are
 `generation.sampling`'s."""
 
 from __future__ import annotations
@@ -19,29 +19,16 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import torch
 
 from oversmooth.analysis.decoding import Decoding
 from oversmooth.core.io import write_parquet
 from oversmooth.core.logs import get_logger
+from oversmooth.generation.sampletable import SAMPLES_SCHEMA
 from oversmooth.generation.sampling import Stepper, TokenHeadStepper, generate, stepper_for, uniforms_for
 from oversmooth.models.bytelm import ByteLM, GPTByteLM
 
 log = get_logger("sampling")
-
-SAMPLES_SCHEMA = pa.schema(
-    [
-        ("model", pa.string()),
-        ("method", pa.string()),
-        ("prompt_id", pa.int32()),
-        ("seed", pa.int64()),
-        ("prefix", pa.binary()),
-        ("continuation", pa.binary()),
-        ("text", pa.string()),
-    ]
-)
-
 
 def sample_seed(seed: int, model: str, method: str, prompt_id: int) -> int:
     """A 63-bit seed that depends only on (seed, model, method, prompt)."""
@@ -161,22 +148,6 @@ def write_samples(
     if out_path is not None:
         write_parquet(table, out_path)
     return table
-
-
-def join_samples(tables: Sequence[pa.Table], methods: Sequence[str]) -> pa.Table:
-    """One model's samples from the tables of the jobs that sampled its methods (its sample job's and its
-    BAT-sampling jobs'), the methods in `methods`' order, each method's rows in its table's order: what one job
-    sampling every method writes. A ValueError names a method no table holds or two tables hold."""
-    by_method: dict[str, pa.Table] = {}
-    for table in tables:
-        for method in dict.fromkeys(table.column("method").to_pylist()):
-            if method in by_method:
-                raise ValueError(f"two sample tables hold method {method!r}")
-            by_method[method] = table.filter(pc.equal(table.column("method"), method))
-    missing = [m for m in methods if m not in by_method]
-    if missing or set(by_method) - set(methods):
-        raise ValueError(f"the sample tables hold methods {sorted(by_method)}, not {list(methods)}: missing {missing}")
-    return pa.concat_tables([by_method[m].cast(SAMPLES_SCHEMA) for m in methods])
 
 
 def equal_length_batches(inputs: Sequence[Sequence[int]], batch_size: int) -> list[list[int]]:

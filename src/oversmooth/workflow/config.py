@@ -57,6 +57,30 @@ def key_path(path: Any) -> str:
     return out or "<top level>"
 
 
+def schema_form(schema: Mapping) -> str:
+    """A short reading of a scalar subschema: `an integer >= 1`, `'all'`, `a number in (0, 1]`."""
+    if "const" in schema:
+        return repr(schema["const"])
+    if "enum" in schema:
+        return "one of " + ", ".join(map(repr, schema["enum"]))
+    kind = schema.get("type", "value")
+    text = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
+            "array": "a list", "object": "a mapping", "null": "null"}.get(kind, f"a {kind}") if isinstance(
+        kind, str) else " or ".join(kind)
+    bounds = [f"{sign} {schema[key]}" for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">"),
+                                                        ("maximum", "<="), ("exclusiveMaximum", "<")) if key in schema]
+    return " ".join([text, " and ".join(bounds)]).strip()
+
+
+def error_message(error: jsonschema.ValidationError) -> str:
+    """jsonschema's message, with the admitted forms spelled out where it only says `not valid under any of the
+    given schemas` (a `oneOf`/`anyOf` failure)."""
+    if error.validator in ("oneOf", "anyOf") and isinstance(error.validator_value, list):
+        forms = "; or ".join(schema_form(alternative) for alternative in error.validator_value)
+        return f"{error.instance!r} is none of the admitted forms: {forms}"
+    return error.message
+
+
 def load_schema(path: str | os.PathLike = SCHEMA_PATH) -> dict:
     """Read the YAML JSON-Schema."""
     with open(path) as f:
@@ -71,7 +95,7 @@ def validate_config(config: dict, schema_path: str | os.PathLike = SCHEMA_PATH) 
     validator = validator_class(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
-        lines = [f"  {key_path(e.absolute_path)}: {e.message}" for e in errors] + _sampler_only_hints(config)
+        lines = [f"  {key_path(e.absolute_path)}: {error_message(e)}" for e in errors] + _sampler_only_hints(config)
         raise ConfigError("invalid config (schema " + os.fspath(schema_path) + "):\n" + "\n".join(lines))
     _check_unique_source_labels(config)
     _check_rank_settings(config)

@@ -261,7 +261,7 @@ class Planner:
 
     def _sample(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
         model = wildcards["model"]
-        if is_token_model(model):  # BAT sampling's methods in jobs of their own (rule sample_bat)
+        if is_token_model(model):  # BAT sampling's methods in jobs of their own (rules sample_bat, join_samples)
             methods = [m for m in self._token_methods() if m not in HEAD_METHODS]
             self._flops(cost, 2 * SMOLLM2_PARAMETERS * self._token_samples() * len(methods), "inference", decode=True)
             return
@@ -272,6 +272,10 @@ class Planner:
         self._inference_tokens(cost, model, per_method * len(methods), decode=True)
         bat = sum(m in HEAD_METHODS for m in methods)
         self._host_seconds(cost, bat * per_method * self.costs.bat_sampling_s_per_byte)
+
+    def _sample_direct(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
+        """A token-track model's methods but BAT sampling's (rule sample_direct, where the track has those)."""
+        self._sample(cost, wildcards)
 
     def _sample_bat(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
         """A token-track head's samples under one BA method, a CPU job: the source's passes on its core and the
@@ -410,7 +414,7 @@ class Planner:
 # A job's family is its benchmark folder (results/benchmarks/<family>/), so that estimates and measurements meet;
 # jobs without a benchmark (small CPU jobs, tables and figures) are grouped here.
 UNBENCHMARKED = {"checkpoint_model": "train", "svd_model": "rank", "convert_smollm2": "data",
-                 "select_prompts": "data", "token_prompts": "data"}
+                 "select_prompts": "data", "token_prompts": "data", "join_samples": "samples"}
 
 
 def _measured_around(measured: Mapping[int, float], model: str) -> float:
