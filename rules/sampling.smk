@@ -2,16 +2,14 @@
 # A GPU rule at thesis scale (resources.inference_gpus).
 
 
-# A byte-level model continues the sampling prompts' byte prefixes; a token-track model (a rank-k head, or tok-full)
-# continues the token prompts with its head on its frozen source's states. Where the token track samples with BAT
-# sampling's methods, a token-track model's samples are joined instead (rule join_samples, below).
+# A byte-level model continues the sampling prompts' byte prefixes with every method (BAT sampling's included).
 rule sample:
     input:
         unpack(sample_inputs),
     output:
         samples_path("{model}"),
     wildcard_constraints:
-        model=sampled_models_pattern(),
+        model=pattern("bottleneck", "checkpoint", "mos", "svd", "ground_truth"),
     params:
         **library_code("sample"),
         sampling=lambda w: sampling_settings(w.model),
@@ -34,8 +32,9 @@ rule sample:
         "../workflow/scripts/sample.py"
 
 
-# A token-track model's methods but BAT sampling's, where the track samples with BAT sampling: a change to BAT
-# sampling's settings reruns its own jobs and the join, not these.
+# A token-track model (a rank-k head, or tok-full) continues the token prompts with its head on its frozen source's
+# states, with the track's methods but BAT sampling's: a change to BAT sampling's settings reruns BAT sampling's jobs
+# (rule sample_bat) and the join, not these.
 use rule sample as sample_direct with:
     output:
         direct_samples_path("{model}"),
@@ -80,12 +79,11 @@ rule sample_bat:
 # methods (what one job sampling every method would write). Seconds, on the submit host.
 rule join_samples:
     input:
-        direct=direct_samples_path("{model}"),
-        bat_samples=lambda w: [bat_samples_path(w.model, method) for method in token_bat_sampling_methods()],
+        unpack(join_inputs),
     output:
         samples_path("{model}"),
     wildcard_constraints:
-        model=joined_models_pattern(),
+        model=pattern("token_head", "token_reference"),
     params:
         **library_code("join_samples"),
         methods=token_methods(config),

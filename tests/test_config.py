@@ -13,6 +13,7 @@ from oversmooth.workflow.config import (
     key_path,
     load_config,
     reference_markdown,
+    schema_form,
     validate_config,
 )
 
@@ -64,6 +65,8 @@ def test_negative_window_is_rejected_naming_the_key(repo):
     ("metrics", "bat_positions", 0, "0"),
     ("tbat", "positions", "al", "'al'"),
     ("support", "positions", 2.5, "2.5"),
+    ("support", "positions", None, "null"),  # as YAML writes it, not Python's None
+    ("tbat", "positions", True, "true"),
 ])
 def test_a_setting_of_several_forms_names_the_forms_it_admits(repo, section, key, value, shown):
     """A `oneOf` setting (a count or `all`) once failed with jsonschema's "not valid under any of the given schemas"."""
@@ -74,12 +77,19 @@ def test_a_setting_of_several_forms_names_the_forms_it_admits(repo, section, key
     assert f"{section}.{key}: {shown} is none of the admitted forms: an integer >= 1; or 'all'" in str(err.value)
 
 
-def test_a_list_item_of_several_forms_names_them_too(repo):
+@pytest.mark.parametrize("key", ["tbat_ranks", "unargmaxable_ranks"])
+def test_a_list_item_of_several_forms_names_them_too(repo, key):
     config = _default(repo)
-    config["tokens"]["tbat_ranks"] = [4, "ful"]
-    with pytest.raises(ConfigError, match=r"tokens\.tbat_ranks\[1\]: 'ful' is none of the admitted forms: "
+    config["tokens"][key] = [4, "ful"]
+    with pytest.raises(ConfigError, match=rf"tokens\.{key}\[1\]: 'ful' is none of the admitted forms: "
                                           r"an integer >= 1; or 'full'"):
         validate_config(config)
+
+
+def test_a_form_reads_as_its_type_and_bounds():
+    assert schema_form({"type": "number", "exclusiveMinimum": 0, "maximum": 1}) == "a number > 0 and <= 1"
+    assert schema_form({"type": ["integer", "null"]}) == "an integer or null"
+    assert schema_form({"enum": ["a", None]}) == "one of 'a', null"
 
 
 def test_unknown_source_kind_is_rejected_naming_the_key(repo):

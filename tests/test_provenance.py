@@ -153,6 +153,8 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
     # the sample jobs' side (prompts in, seeds, Parquet out): the sample jobs alone, not the teacher's corpus, whose
     # rerun would rewrite the teacher's language and everything trained on it
     ("samples", {"sample"}),
+    # the samples' table and its join: the sample jobs and the join, no quality job (it reads the files)
+    ("sampletable", {"sample", "join_samples"}),
     ("findings", {"findings", "token_findings"}),
 ])
 def test_analysis_code_is_run_by_the_scripts_that_use_it_only(module, scripts):

@@ -70,7 +70,7 @@ def test_gpu_rules_ask_for_a_gpu_and_cpu_rules_go_to_the_cpu_partition(slurm_run
     assert {"train_model", "checkpoint_model", "evaluate_model", "extract_logits", "oversmoothing_metrics", "tbat",
             "sample", "quality", "token_head"} <= rules
     localrules = {"metrics_table", "position_figure", "quality_table", "table_3_1", "table_7_3", "figure_token_heads",
-                  "figure_token_bottleneck", "token_findings", "all"}
+                  "figure_token_bottleneck", "token_findings", "join_samples", "all"}
     assert not rules & localrules
     for job in jobs:
         assert job["JobState"] == "COMPLETED", job

@@ -480,6 +480,21 @@ def test_one_table_from_a_clean_state_builds_only_what_it_needs(repo, tmp_path):
 
 
 @pytest.mark.workflow
+@pytest.mark.parametrize("methods, parts", [
+    ("[pure, top_p]", {"sample_direct"}),  # no BAT sampling: the join takes the direct samples alone
+    ("[ba_eta]", {"sample_bat"}),  # BAT sampling alone: no direct job loads the source for no method
+    ("[pure, ba_eta]", {"sample_direct", "sample_bat"}),
+])
+def test_a_token_head_s_samples_are_joined_from_the_jobs_its_methods_need(tmp_path, methods, parts):
+    override = tmp_path / "methods.yaml"
+    override.write_text(f"tokens:\n  sampling:\n    methods: {methods}\n")
+    result = snakemake(tmp_path / "run", "-n", "results/samples/tok-full.parquet", overrides=[override])
+    jobs = planned_jobs(result.stdout)
+    upstream = {"prepare_corpus", "token_prompts", "convert_smollm2"}  # the token prompts are cut from the corpus
+    assert {rule for rule, _ in jobs} - upstream == parts | {"join_samples"}
+
+
+@pytest.mark.workflow
 def test_tbat_of_a_trained_model_equals_the_definition_at_real_positions(smoke_run):
     import pyarrow.parquet as pq
 

@@ -5,12 +5,10 @@
 def sampling_decoding_for(model, methods=None):
     """The decoding settings a model is sampled with (or with `methods`): `byte_sampling_methods` (its metrics'
     methods, where its head is one softmax of a matrix `decoding.bat_methods`, and `decoding.sampler_methods`), or
-    for the token track `token_methods` but BAT sampling's (`token_bat_sampling_methods`); mirostat's tau per byte
-    or per token (`sampler_decoding_settings`)."""
+    for the token track `token_direct_methods`; mirostat's tau per byte or per token (`sampler_decoding_settings`)."""
     token = is_token_model(model)
     if methods is None:
-        methods = ([m for m in token_methods(config) if m not in HEAD_METHODS] if token
-                   else byte_sampling_methods(config, model))
+        methods = token_direct_methods() if token else byte_sampling_methods(config, model)
     return sampler_decoding_settings(config["decoding"], methods, token=token)
 
 
@@ -20,17 +18,17 @@ def token_bat_sampling_methods():
     return [m for m in token_methods(config) if m in HEAD_METHODS]
 
 
-def sampled_models_pattern():
-    """The models whose samples the `sample` jobs write. Every kind that samples, but the token track's where it
-    samples with BAT sampling's methods (their samples are joined, by the `join_samples` jobs)."""
-    token = [] if token_bat_sampling_methods() else ["token_head", "token_reference"]
-    return pattern("bottleneck", "checkpoint", "mos", "svd", "ground_truth", *token)
+def token_direct_methods():
+    """The token track's other methods, sampled by one job per head (rule sample_direct)."""
+    return [m for m in token_methods(config) if m not in HEAD_METHODS]
 
 
-def joined_models_pattern():
-    """The models whose samples the `join_samples` jobs write. The token track's where it samples with BAT sampling's
-    methods, else none."""
-    return pattern("token_head", "token_reference") if token_bat_sampling_methods() else "(?!)"
+def join_inputs(wildcards):
+    """A token-track model's sample parts: its direct methods' (none where the track samples BAT methods alone) and
+    each BAT-sampling method's."""
+    direct = [direct_samples_path(wildcards.model)] if token_direct_methods() else []
+    return {"direct": direct,
+            "bat_samples": [bat_samples_path(wildcards.model, method) for method in token_bat_sampling_methods()]}
 
 
 def sample_inputs(wildcards):

@@ -57,16 +57,21 @@ def key_path(path: Any) -> str:
     return out or "<top level>"
 
 
+def shown(value: Any) -> str:
+    """A config value as an error shows it: YAML's `null`, `true` and `false`, else Python's repr (`'all'`, `2.5`)."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else repr(value)
+
+
 def schema_form(schema: Mapping) -> str:
-    """A short reading of a scalar subschema: `an integer >= 1`, `'all'`, `a number in (0, 1]`."""
+    """A short reading of a scalar subschema: `an integer >= 1`, `'all'`, `a number > 0 and <= 1`."""
     if "const" in schema:
-        return repr(schema["const"])
+        return shown(schema["const"])
     if "enum" in schema:
-        return "one of " + ", ".join(map(repr, schema["enum"]))
-    kind = schema.get("type", "value")
-    text = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
-            "array": "a list", "object": "a mapping", "null": "null"}.get(kind, f"a {kind}") if isinstance(
-        kind, str) else " or ".join(kind)
+        return "one of " + ", ".join(map(shown, schema["enum"]))
+    names = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
+             "array": "a list", "object": "a mapping", "null": "null"}
+    kinds = schema.get("type", [])
+    text = " or ".join(names.get(kind, kind) for kind in ([kinds] if isinstance(kinds, str) else kinds)) or "a value"
     bounds = [f"{sign} {schema[key]}" for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">"),
                                                         ("maximum", "<="), ("exclusiveMaximum", "<")) if key in schema]
     return " ".join([text, " and ".join(bounds)]).strip()
@@ -74,10 +79,10 @@ def schema_form(schema: Mapping) -> str:
 
 def error_message(error: jsonschema.ValidationError) -> str:
     """jsonschema's message, with the admitted forms spelled out where it only says `not valid under any of the
-    given schemas` (a `oneOf`/`anyOf` failure)."""
-    if error.validator in ("oneOf", "anyOf") and isinstance(error.validator_value, list):
+    given schemas` (a `oneOf`/`anyOf` that no form fits; a `oneOf` that several fit keeps jsonschema's message)."""
+    if error.validator in ("oneOf", "anyOf") and error.context and isinstance(error.validator_value, list):
         forms = "; or ".join(schema_form(alternative) for alternative in error.validator_value)
-        return f"{error.instance!r} is none of the admitted forms: {forms}"
+        return f"{shown(error.instance)} is none of the admitted forms: {forms}"
     return error.message
 
 
