@@ -376,7 +376,7 @@ def test_the_add_a_metric_recipe_reruns_the_metric_jobs_and_adds_its_column(smok
     assert "oversmoothing_metrics" in planned
     running = rules_running("analysis.metrics", copy) | rules_running("core.labels", copy)  # the two modules edited
     assert planned <= running | {"all", "findings", "token_findings"}, planned
-    assert not planned & {"train_model", "extract_logits", "sample", "token_head", "evaluate_model"}
+    assert not planned & {"train_model", "extract_logits", "sample", "sample_direct", "token_head", "evaluate_model"}
     # TBAT and sample quality only summarise with the statistics of `analysis.summary` (issue 39: 122 jobs)
     assert not planned & {"tbat", "quality", "unargmaxable", "table_b"}, planned
     config = repo_config("smoke.yaml")

@@ -1,7 +1,7 @@
-"""Snakemake adapter: continuations of the sampling prompts by one model with every decoding method (rule sample):
-a byte-level model from its checkpoint, or a token-track model (a rank-k head or tok-full) on its frozen source;
-where the track samples with BAT sampling's methods, a token-track model's other methods (rule sample_direct) or
-one BAT-sampling method (rule sample_bat), which rule join_samples joins."""
+"""Snakemake adapter: continuations of the sampling prompts by one model: a byte-level model from its checkpoint
+with every decoding method (rule sample); a token-track model (a rank-k head or tok-full) on its frozen source with
+the track's methods but BAT sampling's (rule sample_direct) or with one BAT-sampling method (rule sample_bat), parts
+that rule join_samples joins."""
 
 from oversmooth.analysis.bat.sampler import bat_decodings
 from oversmooth.analysis.bat.settings import solver_settings

@@ -260,12 +260,8 @@ class Planner:
         cost.disk_gb += positions * 256 * BYTES_PER_FLOAT / 1e9
 
     def _sample(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
-        model = wildcards["model"]
-        if is_token_model(model):  # BAT sampling's methods in jobs of their own (rules sample_bat, join_samples)
-            methods = [m for m in self._token_methods() if m not in HEAD_METHODS]
-            self._flops(cost, 2 * SMOLLM2_PARAMETERS * self._token_samples() * len(methods), "inference", decode=True)
-            return
-        sampling = self.config["sampling"]
+        """A byte model's samples with every method; BAT sampling's solver on its host."""
+        model, sampling = wildcards["model"], self.config["sampling"]
         prompts = sampling["n_prompts"] or self.config["eval"]["n_prompts"]
         methods = byte_sampling_methods(self.config, model)
         per_method = prompts * sampling["continuation_bytes"]
@@ -274,8 +270,9 @@ class Planner:
         self._host_seconds(cost, bat * per_method * self.costs.bat_sampling_s_per_byte)
 
     def _sample_direct(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
-        """A token-track model's methods but BAT sampling's (rule sample_direct, where the track has those)."""
-        self._sample(cost, wildcards)
+        """A token-track model's samples with the track's methods but BAT sampling's (those: `_sample_bat`)."""
+        methods = [m for m in self._token_methods() if m not in HEAD_METHODS]
+        self._flops(cost, 2 * SMOLLM2_PARAMETERS * self._token_samples() * len(methods), "inference", decode=True)
 
     def _sample_bat(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
         """A token-track head's samples under one BA method, a CPU job: the source's passes on its core and the
