@@ -22,8 +22,8 @@ SAMPLES_SCHEMA = pa.schema(
 
 
 def join_samples(tables: Sequence[pa.Table], methods: Sequence[str]) -> pa.Table:
-    """One model's samples from the tables of the jobs that sampled its methods (its sample job's and its
-    BAT-sampling jobs'), the methods in `methods`' order, each method's rows in its table's order: what one job
+    """One model's samples from the tables of the jobs that sampled its methods (a token head's direct sampling
+    job's and its BAT-sampling jobs'), the methods in `methods`' order, each method's rows in its table's order: what one job
     sampling every method writes. A ValueError names a method no table holds or two tables hold."""
     by_method: dict[str, pa.Table] = {}
     for table in tables:
