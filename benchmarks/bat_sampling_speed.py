@@ -27,7 +27,8 @@ import torch
 from oversmooth.analysis.bat.sampler import BATDecoding, BATSampler
 from oversmooth.analysis.decoding import Decoding
 from oversmooth.analysis.tbat import one_blas_thread
-from oversmooth.generation.samples import byte_head_matrix, token_head_matrix
+from oversmooth.analysis.tokenheads import token_head_matrix
+from oversmooth.generation.samples import byte_head_matrix
 from oversmooth.generation.sampling import GPTStepper, TokenHeadStepper, generate, uniforms_for
 
 

@@ -5,7 +5,7 @@
 # A byte-level model continues the sampling prompts' byte prefixes with every method (BAT sampling's included).
 rule sample:
     input:
-        unpack(sample_inputs),
+        unpack(logits_inputs),
     output:
         samples_path("{model}"),
     wildcard_constraints:
@@ -33,17 +33,31 @@ rule sample:
 
 
 # A token-track model (a rank-k head, or tok-full) continues the token prompts with its head on its frozen source's
-# states, with the track's methods but BAT sampling's: a change to BAT sampling's settings reruns BAT sampling's jobs
-# (rule sample_bat) and the join, not these.
-use rule sample as sample_direct with:
+# states, with the track's methods but BAT sampling's. Its script runs no BAT code and its params carry no BAT setting:
+# a change to BAT sampling's code or settings reruns BAT sampling's jobs (rule sample_bat) and the join, not these.
+rule sample_direct:
+    input:
+        unpack(token_sample_inputs),
     output:
         direct_samples_path("{model}"),
     wildcard_constraints:
         model=pattern("token_head", "token_reference"),
+    params:
+        **library_code("sample_direct"),
+        sampling=lambda w: sampling_settings(w.model),
+        decoding=lambda w: sampling_decoding_for(w.model),
+        seed=config["seed"],
+    threads: config["resources"]["inference_threads"]
+    resources:
+        **job_resources("inference"),
     log:
         log_path("samples", "{model}.direct"),
     benchmark:
         benchmark_path("samples", "{model}.direct")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/sample_direct.py"
 
 
 # BAT sampling on a token-track head (its two forms, BA-epsilon and BA-eta): one CPU job per head and method, its
@@ -57,7 +71,7 @@ rule sample_bat:
         model=pattern("token_head", "token_reference"),
         method="|".join(HEAD_METHODS),
     params:
-        **library_code("sample"),
+        **library_code("sample_bat"),
         sampling=lambda w: sampling_settings(w.model),
         decoding=lambda w: sampling_decoding_for(w.model, [w.method]),
         bat=bat_tolerances(HEAD_METHODS),
@@ -72,7 +86,7 @@ rule sample_bat:
     conda:
         "../envs/torch.yaml"
     script:
-        "../workflow/scripts/sample.py"
+        "../workflow/scripts/sample_bat.py"
 
 
 # A token-track model's samples: its direct methods' rows and its BAT-sampling jobs', in the track's order of

@@ -188,19 +188,25 @@ def test_cached_token_samples_equal_uncached_ones_token_for_token(cached, method
         assert torch.equal(fast, slow) and fast.shape == (2, 20) and fast.max() < output_weight(model).size(0)
 
 
+def token_prompts(ids: np.ndarray, starts) -> pa.Table:
+    """Token prompts of 5 tokens from each of `starts` in `ids`, their next 4 tokens the human continuation."""
+    from oversmooth.data.prompts import TOKEN_PROMPTS_SCHEMA
+
+    return pa.Table.from_pylist(
+        [{"prompt_id": i, "doc_id": "d", "source": "t", "offset": 0, "prefix_ids": ids[i : i + 5].tolist(),
+          "continuation_ids": ids[i + 5 : i + 9].tolist(), "sample_prefix": b"", "human_continuation": b""}
+         for i in starts], schema=TOKEN_PROMPTS_SCHEMA)
+
+
 def test_token_samples_continue_the_prompt_tokens_reproducibly(cached, tiny_token_lm, tmp_path):
     """Each (method, prompt) continuation is the tokens `generate` draws from its own seed, decoded; a second run
     and a run in other batches give the same table."""
-    from oversmooth.data.prompts import TOKEN_PROMPTS_SCHEMA
     from oversmooth.generation.samples import sample_seed, sample_token_model
     from oversmooth.models.causallm import load_tokenizer
 
     model, ids = cached[:2]
     tokenizer = load_tokenizer(tiny_token_lm)
-    prompts = pa.Table.from_pylist(
-        [{"prompt_id": i, "doc_id": "d", "source": "t", "offset": 0, "prefix_ids": ids[i : i + 5].tolist(),
-          "continuation_ids": ids[i + 5 : i + 9].tolist(), "sample_prefix": b"", "human_continuation": b""}
-         for i in (0, 3, 8)], schema=TOKEN_PROMPTS_SCHEMA)
+    prompts = token_prompts(ids, (0, 3, 8))
     head = svd_head(output_weight(model), 3)
     methods = [Decoding("pure"), Decoding("top_p", top_p=0.9)]
     table = sample_token_model(model, tokenizer, head, "tok-svd-r3", prompts, methods, tmp_path / "a.parquet",
@@ -215,6 +221,52 @@ def test_token_samples_continue_the_prompt_tokens_reproducibly(cached, tiny_toke
                         uniforms_for([seed], 7))[0].tolist()
     assert row["seed"] == seed and row["continuation"] == tokenizer.decode(expected).encode()
     assert row["prefix"] == tokenizer.decode(ids[3:8].tolist()).encode() and row["text"] == row["continuation"].decode()
+
+
+def test_a_token_sample_job_samples_its_head_with_the_decodings_its_script_makes_from_it(cached, tiny_token_lm,
+                                                                                          tmp_path):
+    """Rules sample_direct's and sample_bat's job (`sample_token_rule`): a rank-k head's job samples its saved factors,
+    tok-full's its source's output layer, each with the decodings its script makes from that head (BAT sampling binds
+    the head's W, `token_head_matrix`), and writes the rows `sample_token_model` gives for that head."""
+    from types import SimpleNamespace
+
+    from oversmooth.analysis.tokenheads import token_head_matrix
+    from oversmooth.core.io import write_parquet
+    from oversmooth.generation.samples import sample_token_model
+    from oversmooth.models.causallm import load_tokenizer
+    from oversmooth.workflow.tokensampling import sample_token_rule
+
+    model, ids = cached[:2]
+    tokenizer = load_tokenizer(tiny_token_lm)
+    prompts = token_prompts(ids, (0, 3, 8))
+    write_parquet(prompts, tmp_path / "prompts.parquet")
+    rank_3 = svd_head(output_weight(model), 3)
+    save_head(rank_3, tmp_path / "head.pt", {"kind": "svd", "rank": 3})
+    methods = [Decoding("pure"), Decoding("top_p", top_p=0.9)]
+    matrices = {}
+
+    def decodings_for(head):
+        matrices[job.wildcards.model] = token_head_matrix(head)
+        return methods
+
+    threads = torch.get_num_threads()
+    try:
+        for name, head_input, head in (("tok-svd-r3", {"head": str(tmp_path / "head.pt")}, rank_3),
+                                       ("tok-full", {}, model.get_output_embeddings())):
+            job = SimpleNamespace(
+                input=_Inputs(lm=str(tiny_token_lm / "config.json"), prompts=str(tmp_path / "prompts.parquet"),
+                              **head_input),
+                output=[str(tmp_path / f"{name}.parquet")], wildcards=SimpleNamespace(model=name), threads=1,
+                params=SimpleNamespace(sampling={"continuation_tokens": 6, "batch_size": 2}, seed=5))
+            sample_token_rule(job, decodings_for)
+            expected = sample_token_model(model, tokenizer, head, name, prompts, methods, None, continuation_tokens=6,
+                                          batch_size=2, seed=5)
+            assert read_parquet(job.output[0]).equals(expected) and expected.num_rows == 6
+    finally:
+        torch.set_num_threads(threads)
+    assert np.array_equal(matrices["tok-svd-r3"], head_matrix(rank_3)) and matrices["tok-svd-r3"].shape == (
+        len(output_weight(model)), 3)
+    assert np.array_equal(matrices["tok-full"], output_weight(model).double().numpy())
 
 
 def test_the_unargmaxable_token_table_counts_the_corpus_tokens_a_head_can_never_predict(tiny_token_lm):

@@ -268,11 +268,12 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
     ("reporting.figures", "def figure_4_2(", FIGURE_RULES),
     # the BAT solver: TBAT, Table I.1's timings of it, and the tables that show TBAT (4.1, E.7, E.8, the
     # loss-matched table), the findings read from them and the token track's figure of them; and BAT sampling's
-    # jobs (every sample job: the sampling script binds it) with the quality jobs and tables that read the samples;
-    # and the bottlenecks' BA-decoded rows (bat_decode) with the metrics jobs that read them and Figure 4.2; no model
+    # jobs (a byte model's sample job, a token head's sample_bat and its join; no token head's direct sampling) with
+    # the quality jobs and tables that read the samples; and the bottlenecks' BA-decoded rows (bat_decode) with the
+    # metrics jobs that read them and Figure 4.2; no model
     ("analysis.bat.solver", "class BATSolver",
      {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "figure_loss_matched", "findings",
-      "token_findings", "figure_token_bottleneck", "sample", "sample_direct", "sample_bat", "join_samples", "quality",
+      "token_findings", "figure_token_bottleneck", "sample", "sample_bat", "join_samples", "quality",
       "quality_table", "sample_table", "figure_5_1", "figure_token_quality", "bat_decode", "oversmoothing_metrics",
       "figure_4_2"}),
     # a metric's formula: the metrics, their timings, and the tables and figures of their summaries; no sample-quality

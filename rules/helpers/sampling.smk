@@ -31,12 +31,6 @@ def join_inputs(wildcards):
             "bat_samples": [bat_samples_path(wildcards.model, method) for method in token_bat_sampling_methods()]}
 
 
-def sample_inputs(wildcards):
-    """A byte-level model's prompts and checkpoint; a token-track model's prompts, source LM and (for a rank-k head)
-    its factors."""
-    return token_sample_inputs(wildcards) if is_token_model(wildcards.model) else logits_inputs(wildcards)
-
-
 def token_sample_inputs(wildcards):
     """What a token-track model's sampling reads: the token prompts, its source LM and a rank-k head's factors."""
     head = {} if wildcards.model == TOKEN_REFERENCE else {"head": token_head_path(wildcards.model)}

@@ -123,6 +123,12 @@ def head_matrix(head: LowRankHead) -> np.ndarray:
     return head.up.weight.detach().double().cpu().numpy()
 
 
+def token_head_matrix(head: torch.nn.Module) -> np.ndarray:
+    """W (V x k, float64) of a token-track head as BAT sampling reads it: a rank-k head's up-projection
+    (`head_matrix`), or tok-full's output layer (V x d)."""
+    return head_matrix(head) if isinstance(head, LowRankHead) else head.weight.detach().double().cpu().numpy()
+
+
 def head_logits(head, h: torch.Tensor) -> torch.Tensor:
     """Logits of a head (a module) or of a matrix W (V x d, to multiply) on states h."""
     return h @ head.T if isinstance(head, torch.Tensor) else head(h)

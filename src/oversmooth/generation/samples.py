@@ -90,14 +90,6 @@ def byte_head_matrix(lm: ByteLM) -> np.ndarray | None:
     return None
 
 
-def token_head_matrix(head: torch.nn.Module) -> np.ndarray:
-    """W (V x k, float64) of a token-track head: a rank-k head's up-projection, or the model's own output layer."""
-    from oversmooth.analysis.tokenheads import head_matrix
-    from oversmooth.models.lowrank import LowRankHead
-
-    return head_matrix(head) if isinstance(head, LowRankHead) else head.weight.detach().double().cpu().numpy()
-
-
 def write_samples(
     stepper: Stepper,
     name: str,
