@@ -174,7 +174,7 @@ def test_analysis_jobs_do_not_run_plotting_training_or_corpus_code():
         assert not closure(script) & {"plotting", "bytelm", "tokenmarginal", "logits", "headfit", "tokenheads"}, script
     assert not closure("quality") & {"plotting", "logits", "headfit", "tokenheads", "tokenfit", "sampling", "teacher"}
     # the jobs that read or sample a rank-k head (both tracks) do not run the code that fits or draws one
-    for script in ("oversmoothing_metrics", "tbat", "sample", "unargmaxable", "table_b"):
+    for script in ("oversmoothing_metrics", "tbat", "sample", "sample_direct", "sample_bat", "unargmaxable", "table_b"):
         assert not closure(script) & {"headfit", "tokenfit", "tokenstates", "rank", "plotting", "train"}, script
     # the token track's heads on a frozen pretrained LM do not depend on this pipeline's training code
     assert not closure("token_head") & {"train", "corpus", "cluster"}

@@ -224,7 +224,7 @@ def test_token_samples_continue_the_prompt_tokens_reproducibly(cached, tiny_toke
 
 
 def test_a_token_sample_job_samples_its_head_with_the_decodings_its_script_makes_from_it(cached, tiny_token_lm,
-                                                                                          tmp_path):
+                                                                                          tmp_path, monkeypatch):
     """Rules sample_direct's and sample_bat's job (`sample_token_rule`): a rank-k head's job samples its saved factors,
     tok-full's its source's output layer, each with the decodings its script makes from that head (BAT sampling binds
     the head's W, `token_head_matrix`), and writes the rows `sample_token_model` gives for that head."""
@@ -249,6 +249,8 @@ def test_a_token_sample_job_samples_its_head_with_the_decodings_its_script_makes
         matrices[job.wildcards.model] = token_head_matrix(head)
         return methods
 
+    # on the CPU, as the expected rows are (a GPU's products would draw other tokens)
+    monkeypatch.setattr("oversmooth.workflow.tokensource.inference_device", lambda: torch.device("cpu"))
     threads = torch.get_num_threads()
     try:
         for name, head_input, head in (("tok-svd-r3", {"head": str(tmp_path / "head.pt")}, rank_3),
