@@ -11,6 +11,10 @@ from snakemake.utils import min_version
 import oversmooth
 from oversmooth.core.recovery import RUN_VARIABLE, command_line_profiles, run_options, run_record
 from oversmooth.workflow.config import check_paths, check_run_folder, shared_results_warning, validate_config
+from oversmooth.workflow.runconfig import (
+    REPLACE_KEY, check_run_config, config_files, record_run_config, replace_requested,
+)
+from oversmooth.workflow.runfiles import run_files
 
 min_version("9.0")
 
@@ -24,6 +28,13 @@ report: "workflow/report/workflow.rst"
 
 
 check_run_folder(ROOT, os.getcwd(), directory_given=workflow.overwrite_workdir is not None)
+# The run folder's config files (oversmooth.workflow.runconfig): a command naming others is refused before any job;
+# the first command that runs jobs here records them.
+RUN_CONFIG_FILES = config_files(ROOT, workflow.overwrite_configfiles or [])
+REPLACE_RUN_CONFIG = replace_requested(config)
+config.pop(REPLACE_KEY, None)
+if workflow.is_main_process:
+    check_run_config(os.getcwd(), RUN_CONFIG_FILES, replace=REPLACE_RUN_CONFIG)
 validate_config(config, ROOT / "config" / "schema" / "config.schema.yaml")
 for notice in check_paths(config):
     logger.info(f"note: {notice}")
@@ -35,8 +46,13 @@ config["oversmooth_version"] = oversmooth.__version__  # for the report (after v
 if workflow.is_main_process or RUN_VARIABLE not in os.environ:
     typed = workflow.is_main_process and "snakemake" in Path(sys.argv[0]).as_posix()  # the command line, no API
     os.environ[RUN_VARIABLE] = run_record(ROOT, run_options(
-        ROOT, os.getcwd(), configfiles=workflow.overwrite_configfiles, config=workflow.config_settings.config,
+        ROOT, os.getcwd(), configfiles=workflow.overwrite_configfiles,
+        config={k: v for k, v in workflow.config_settings.config.items() if k != REPLACE_KEY},
         profiles=command_line_profiles(sys.argv) if typed else [], cores=workflow.resource_settings.cores))
+
+
+onstart:
+    record_run_config(os.getcwd(), RUN_CONFIG_FILES, replace=REPLACE_RUN_CONFIG)
 
 
 include: "rules/common.smk"
@@ -60,7 +76,9 @@ include: "rules/tokens.smk"
 include: "rules/report.smk"
 
 
+# Every file of the run, intermediate results included (oversmooth.workflow.runfiles): `all` rebuilds any that is
+# missing, where Snakemake alone rebuilds only what a job that has to run reads.
 rule all:
     input:
-        all_targets(),
+        lambda wildcards: run_files(workflow.rules, all_targets(), workflow._ruleorder),
     default_target: True

@@ -7,14 +7,26 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import re
 import shutil
+import signal
+import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from conftest import write_docs
-from workflow_helpers import follow_advice, planned_jobs, planned_rules, repository_copy, snakemake
+from workflow_helpers import (
+    SNAKEMAKE,
+    follow_advice,
+    planned_jobs,
+    planned_rules,
+    repository_copy,
+    snakemake,
+    snakemake_command,
+)
 
 # What may differ between two runs of the same jobs: logs, benchmarks, the report and the timings (Table I.1 and
 # what it reads; a training's log has a seconds column, compared apart)
@@ -35,6 +47,7 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+TEMPORARY = re.compile(r"results/models/[^/]+/segments/\d+\.pt")  # a training's hand-over states (temp)
 RUN_FOLDER = "runs/drill"  # where the drill's run lies in its repository, the `--directory` of every command
 
 
@@ -63,6 +76,22 @@ class Drill:
         rules, output = self.planned("all")
         return not rules and "Nothing to be done" in output
 
+    def missing(self) -> list[str]:
+        """The outputs of the run's jobs that are not there (Snakemake's `--summary`), temporaries left out."""
+        summary = self.snakemake("--summary").stdout
+        rows = [line.split("\t") for line in summary.splitlines() if line.startswith("results/")]
+        return [row[0] for row in rows if row[4] == "missing" and not TEMPORARY.fullmatch(row[0])]
+
+    def complete(self) -> bool:
+        """Every file of the run is there, and `all` has nothing to do."""
+        return not self.missing() and self.nothing_to_do()
+
+    def typed(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
+        """A snakemake command in the run's folder with no config file named: the run's config forgotten."""
+        command = [str(SNAKEMAKE), "-s", str(self.repo / "Snakefile"), "--directory", RUN_FOLDER, *args]
+        return subprocess.run(command, cwd=self.repo, env=self.env, capture_output=True, text=True, timeout=600,
+                              **kwargs)
+
     def log(self, *parts: str) -> str:
         return self.run.joinpath("results", "logs", *parts).read_text()
 
@@ -74,7 +103,7 @@ def drill(smoke_run, tmp_path) -> Drill:
     repo, env = repository_copy(tmp_path)
     shutil.copytree(workdir, repo / RUN_FOLDER, symlinks=True)
     drill = Drill(repo, env)
-    assert drill.nothing_to_do()
+    assert drill.complete()
     return drill
 
 
@@ -126,7 +155,7 @@ def test_the_fault_drill(drill, tmp_path):
     jobs, command = follow_advice(log, drill.env)
     assert f"--directory {RUN_FOLDER} --cores 2 --configfile config/smoke.yaml {override}" in command
     assert jobs == [("prepare_corpus", "")]
-    assert drill.nothing_to_do()
+    assert drill.complete()
 
     # 2. A checkpoint damaged in place (its time kept): the next job that reads it fails naming it and the command
     # that rebuilds it alone, in the run's folder (`snakemake all --forcerun <file>`, typed in the repository, planned
@@ -136,7 +165,7 @@ def test_the_fault_drill(drill, tmp_path):
     # and nothing is written in the repository's own folder.
     checkpoint = run / "results" / "models" / "bn-4" / "best.pt"
     damage_in_place(checkpoint)
-    assert drill.nothing_to_do()  # older than what was computed from it: Snakemake does not look at it
+    assert drill.complete()  # older than what was computed from it: Snakemake does not look at it
     assert drill.snakemake("-f", "results/tbat/bn-4.parquet", check=False).returncode != 0
     log = drill.log("tbat", "bn-4.log")
     assert "results/models/bn-4/best.pt: damaged: its member" in log
@@ -165,14 +194,14 @@ def test_the_fault_drill(drill, tmp_path):
     # the training log's readers (its seconds column) and what reads theirs, alone
     assert drill.planned("all")[0] == {"training_figure", "loss_matched", "figure_loss_matched", "findings", "all"}
     drill.snakemake("all")
-    assert fingerprint(run) == untouched
+    assert drill.complete() and fingerprint(run) == untouched
 
     # 3. A byte shard damaged in place (its size and time kept): nothing reruns on its account (it is ancient(), its
     # digest file unchanged); the next job that reads it fails naming it and the command that rebuilds it alone,
     # the data job (`snakemake all --forcerun <shard>` retrained every model: 216 demo jobs); then the run's command
     # reruns the job that failed alone.
     damage_in_place(data / "train.bin", n=1)
-    assert drill.nothing_to_do()
+    assert drill.complete()
     assert drill.snakemake("-f", "results/tables/table_godey_ngram_rank.csv", check=False).returncode != 0
     log = drill.log("rank", "ngram_rank.log")
     assert "results/data/train.bin: damaged: its SHA-256 is not the one recorded in" in log
@@ -181,16 +210,16 @@ def test_the_fault_drill(drill, tmp_path):
     assert jobs == [("prepare_corpus", "")]
     assert drill.planned("all")[0] == {"ngram_rank", "all"}
     drill.snakemake("all")
-    assert fingerprint(run) == untouched
+    assert drill.complete() and fingerprint(run) == untouched
 
     # 4. A touched shard, then every file's time scrambled (a copy or restore without times): nothing reruns.
     (data / "train.bin").touch()
-    assert drill.nothing_to_do()
+    assert drill.complete()
     rng = random.Random(0)
     for path in (run / "results").rglob("*"):
         stamp = 1.7e9 + rng.uniform(0, 86400)
         os.utime(path, (stamp, stamp))
-    assert drill.nothing_to_do()
+    assert drill.complete()
 
     # 4'. Shards whose bytes changed (their digest file says so): every training reruns, and what follows.
     digests = (data / "shards.sha256").read_text()
@@ -201,7 +230,7 @@ def test_the_fault_drill(drill, tmp_path):
                          "model=gt-nanogpt"}
     assert "results/data/shards.sha256" in output
     (data / "shards.sha256").write_text(digests)  # the same bytes again, at a new time: nothing to do
-    assert drill.nothing_to_do()
+    assert drill.complete()
 
     # 5. A temporary left beside an output by a killed job goes with the next write of that output.
     table = run / "results" / "tables" / "table_4_1.csv"
@@ -210,5 +239,35 @@ def test_the_fault_drill(drill, tmp_path):
     drill.snakemake("-f", "results/tables/table_4_1.csv")
     assert not stale.exists()
 
-    assert drill.nothing_to_do()
-    assert fingerprint(run) == untouched
+    # 6. The run's folder given another config (the config forgotten, or another run's): refused before any job,
+    # naming the config files the run was made with and the override; the override passes (dry: nothing recorded).
+    for forgotten in [(), ("--configfile", "config/config.yaml")]:
+        refused = drill.typed("-n", "all", "--cores", "2", *forgotten)
+        assert refused.returncode != 0 and "Select jobs to execute" not in refused.stdout + refused.stderr
+        assert "was made with the config files config/smoke.yaml" in refused.stderr, refused.stderr[-2000:]
+        assert "--config replace_run_config=true" in refused.stderr
+    replaced = drill.typed("-n", "all", "--cores", "2", "--config", "replace_run_config=true")
+    assert replaced.returncode == 0 and "train_model" in planned_rules(replaced.stdout + replaced.stderr)
+    assert "config/smoke.yaml" in (run / "results" / "run_config.yaml").read_text()
+
+    # 7. A deleted intermediate result, whose readers are up to date: `all` rebuilds it (Snakemake alone would not).
+    (run / "results" / "eval" / "bn-4.json").unlink()
+    assert ("evaluate_model", "model=bn-4") in planned_jobs(drill.planned("all")[1])
+    drill.snakemake("all")
+    assert drill.complete() and fingerprint(run) == untouched
+
+    # 8. A recovery command interrupted (Ctrl-C) once Snakemake has deleted its output: `all` rebuilds it.
+    samples = run / "results" / "samples" / "bn-4.parquet"
+    target = "results/samples/bn-4.parquet"
+    command = snakemake_command(Path(RUN_FOLDER), "--cores", "2", target, "--forcerun", target, repo=drill.repo)
+    recovery = subprocess.Popen(command, cwd=drill.repo, env=drill.env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while samples.exists() and recovery.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert recovery.poll() is None, "the recovery command ended before it could be interrupted"
+    os.killpg(recovery.pid, signal.SIGINT)
+    assert recovery.wait(timeout=300) != 0 and not samples.exists()
+    assert ("sample", "model=bn-4") in planned_jobs(drill.planned("all")[1])
+    drill.snakemake("all")
+    assert drill.complete() and fingerprint(run) == untouched

@@ -22,6 +22,7 @@ import math
 import re
 import subprocess
 import sys
+import tempfile
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -116,11 +117,13 @@ class Job:
 
 
 def dag_jobs(configfiles: Sequence[str | Path], snakemake: str = "snakemake") -> list[Job]:
-    """Every job `all` needs under these config files, whatever exists already."""
-    command = [snakemake, "-s", str(REPO / "Snakefile"), "-n", "-F", "all", "--cores", "1"]
-    if configfiles:  # absolute: snakemake runs in the repository, the user may not
-        command += ["--configfile", *(str(Path(f).resolve()) for f in configfiles)]
-    out = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    """Every job `all` needs under these config files, whatever exists already (planned in an empty folder of its
+    own: no run folder's files or recorded config take part)."""
+    with tempfile.TemporaryDirectory(prefix="oversmooth-plan-") as folder:
+        command = [snakemake, "-s", str(REPO / "Snakefile"), "--directory", folder, "-n", "-F", "all", "--cores", "1"]
+        if configfiles:  # absolute: snakemake runs in the repository, the user may not
+            command += ["--configfile", *(str(Path(f).resolve()) for f in configfiles)]
+        out = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"snakemake -n failed on {configfiles}:\n{out.stderr[-3000:]}")
     return parse_dry_run(out.stdout + out.stderr)
