@@ -1,7 +1,8 @@
 """Every figure the docs and config comments take from a compute plan is the plan's: docs/cluster.md's plan block is
 what `make plan CONFIG=config/thesis.yaml` prints (`make docs` writes it), and each figure quoted in prose (GPU-hours,
-FLOPs, disk, a job's hours, the pilot's share) is computed here from the plans of config/thesis.yaml and
-config/pilot.yaml (Snakemake's dry runs, about a minute) and looked up in its file as a phrase."""
+FLOPs, disk, a job's hours, the pilot's share, the smoke run's jobs) is computed here from the plans of
+config/thesis.yaml, config/pilot.yaml and config/smoke.yaml (Snakemake's dry runs, under a minute) and looked up in its
+file as a phrase."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from oversmooth.workflow.plan import DEFAULT_MFU, GPU_PEAK, REPO, compute_plan, 
 
 @pytest.fixture(scope="module")
 def plans():
-    return {name: compute_plan([f"config/{name}.yaml"], base=REPO) for name in ("thesis", "pilot")}
+    return {name: compute_plan([f"config/{name}.yaml"], base=REPO) for name in ("thesis", "pilot", "smoke")}
 
 
 def flops(value: float) -> str:
@@ -31,13 +32,14 @@ def gpu_hours(flop: float, gpu: str, mfu: float) -> float:
 
 
 def plan_figures(plans: dict) -> dict[str, str]:
-    """The figures the docs quote, as they quote them, from the thesis's and the pilot's plans."""
+    """The figures the docs quote, as they quote them, from the thesis's, the pilot's and the smoke run's plans."""
     thesis, pilot = plans["thesis"], plans["pilot"]
     family, pilot_total = thesis.table().set_index("family"), pilot.table().set_index("family")
     total, planner = family.loc["total"], thesis.planner()
     sample_bat = [cost.cpu_h for cost in thesis.costs("sample_bat")]
     figures = {
         "mfu": f"{DEFAULT_MFU * 100:.0f}",
+        "smoke_jobs": f"{len(plans['smoke'].jobs)}",
         "thesis_h200": f"{total['gpu_h']:.0f}",
         "thesis_a100": f"{thesis.table('a100', 0.35).set_index('family').loc['total', 'gpu_h']:.0f}",
         "pilot_h200": f"{pilot_total.loc['total', 'gpu_h']:.1f}",
@@ -97,6 +99,7 @@ QUOTES = [
                            "{bn_job_a100} h"),
     ("config/thesis.yaml", "~{gt_flops} FLOPs ({gt_h200} H200-h, {gt_a100} A100-h): ten jobs of {gt_job_a100} h"),
     ("config/thesis.yaml", "(sample_bat; tok-full {tok_full_bat_h} h each, `make plan`)"),
+    ("config/smoke.yaml", "the whole DAG end to end ({smoke_jobs} jobs)"),
 ]
 
 
