@@ -23,10 +23,10 @@ demo: install
 	$(BIN)/snakemake --cores $(CORES) all
 	$(BIN)/snakemake --report results/report.html
 
-# The demo on a teacher's language (config/teacher.yaml, issue 26), in its own folder: the family against the exact
+# The demo on a teacher's language (config/teacher.yaml), in its own folder: the family against the exact
 # truth and two proxies, in Tables 3.1, 4.1, 4.2, 6.1, E.1-E.4, E.7, E.8, F.1, 5.3, 6.2, 6.3, the truncation samplers'
 # metrics against the truth, TBAT and quality (samples scored by the truth: the share of each method's samples outside
-# the truth's support), the loss-matched table and figure, the support-recovery table and figure (issue 57), and the
+# the truth's support), the loss-matched table and figure, the support-recovery table and figure, and the
 # findings.
 TEACHER_DIR ?= runs/teacher
 TEACHER_TARGETS := $(foreach t,table_3_1 table_4_1 table_4_2 table_6_1 table_e_1 table_e_2 table_e_3 table_e_4 \

@@ -12,7 +12,7 @@ A token-track head on its source LM, or the source's own full head, on the token
         --token-prompts results/tokens/prompts.parquet --anchor-questions 4
 Prints seconds per generated token of each method and of ours per solver question, the anchor's seconds per
 question on the first `--anchor-questions` questions ours asked (all of them: `-1`; the anchor then samples every
-prompt itself, and the tokens are compared), and whether every verdict agrees. Goals (issue 56, one core): the full
+prompt itself, and the tokens are compared), and whether every verdict agrees. Goals (one core): the full
 head's BA-epsilon <= 1 s per token; a byte model's <= 3x top-p. Needs cvxpy (`pip install -e '.[bench]'`).
 """
 

@@ -59,7 +59,7 @@ rule bat_decode:
         "../workflow/scripts/bat_decode.py"
 
 
-# Support recovery (issue 57): each model against the truth with known support (a teacher writing under a truncating
+# Support recovery: each model against the truth with known support (a teacher writing under a truncating
 # decoding), each decoding method over its grid. Only planned where the config has such a truth. A CPU rule; BA-epsilon
 # and BA-eta run the exact BAT solver on the model's head (no torch).
 rule support:

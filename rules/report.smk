@@ -386,7 +386,7 @@ rule figure_loss_matched:
         "../workflow/scripts/figure_loss_matched.py"
 
 
-# Support recovery (issue 57): planned only with a truth with known support (rules/metrics.smk, rule support).
+# Support recovery: planned only with a truth with known support (rules/metrics.smk, rule support).
 rule table_support:
     input:
         summaries=[support_path(m, "summary") for m in support_models(config)],

@@ -1,4 +1,4 @@
-"""BAT sampling (issue 56): the solver asked about single tokens answers as the definition (one LP per token) does,
+"""BAT sampling: the solver asked about single tokens answers as the definition (one LP per token) does,
 the sampler that decides only the tokens it draws samples exactly the kept set's distribution, and a solver failure
 stops it with a message instead of a guess."""
 

@@ -1,5 +1,5 @@
 """The BAT solver, split from one module (src/oversmooth/analysis/tbat.py at SPLIT_FROM) into the sub-package
-oversmooth.analysis.bat (issue 56), answers as it did: against the single module loaded beside it
+oversmooth.analysis.bat, answers as it did: against the single module loaded beside it
 (benchmarks/shared.module_at), the same reject sets, LP solves and step counts on random heads through every path,
 and the same reject sets on the smoke run's heads at every position and decoding method of their TBAT jobs."""
 

@@ -1,6 +1,7 @@
 """Decoding transforms on hand-made distributions (shared by the metrics and the sampler)."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,6 +158,22 @@ def test_the_truncation_samplers_by_hand():
     assert np.isfinite(Decoding("typical", typical_p=0.8)(p)).tolist() == [True, True, False, False, False]
     assert np.isfinite(Decoding("typical", typical_p=0.81)(p)).tolist() == [True, True, True, False, False]
     assert np.isfinite(Decoding("epsilon", epsilon=0.9)(p)).tolist() == [True, False, False, False, False]  # the top
+
+
+def test_typical_sampling_keeps_the_most_typical_byte_and_drops_the_most_probable_as_transformers_does():
+    """Typical sampling keeps at least the byte whose surprise is nearest the entropy, not the most probable one:
+    p = (0.4, 0.1 x 6) has H = 1.75 nats; the 0.1s' surprise (2.30) is nearer it than 0.4's (0.92), so at mass 0.2 the
+    six tied 0.1s are kept (a value cut keeps ties) and 0.4 is dropped; epsilon, eta and min-p keep it at any value."""
+    p = logp(0.4, *[0.1] * 6)[None]
+    kept = np.isfinite(Decoding("typical", typical_p=0.2)(p))
+    assert kept[0].tolist() == [False] + [True] * 6
+    assert (kept == warper_kept("typical", 0.2, p)).all()
+    for method, parameter in (("epsilon", 0.5), ("eta", 0.5), ("min_p", 1.0)):
+        assert np.isfinite(Decoding(method, **{PARAMETER[method]: parameter})(p))[0, 0], method
+    # and docs/stages.md says so, not that every method keeps the most probable byte
+    stages = " ".join((Path(__file__).parents[1] / "docs" / "stages.md").read_text().split())
+    assert "typical keeps at least the most typical one, which need not be the most probable" in stages
+    assert "each keeping at least the most probable byte" not in stages
 
 
 def test_decoding_settings_keep_the_parameters_of_the_methods_run():

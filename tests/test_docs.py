@@ -3,6 +3,7 @@ and their lines, generated blocks included, fit 119 characters."""
 
 import importlib.util
 import re
+import subprocess
 
 import pandas as pd
 import pytest
@@ -48,6 +49,39 @@ def test_docs_and_readme_name_no_commit_hash(repo):
     pages = [repo / "README.md", *sorted((repo / "docs").glob("*.md"))]
     found = {page.name: COMMIT_HASH.findall(page.read_text()) for page in pages}
     assert not {name: hashes for name, hashes in found.items() if hashes}
+
+
+# "issue" or "issues" and a tracker's number ("#" allowed), which a reader of the repository cannot look up
+ISSUE_REFERENCE = re.compile(r"\bissues?\s+#?\d+", re.I)
+
+
+def issue_references(text: str) -> list[str]:
+    """The tracker references in `text`, each as 'line: reference'."""
+    return [f"{text.count(chr(10), 0, found.start()) + 1}: {found[0]}" for found in ISSUE_REFERENCE.finditer(text)]
+
+
+def test_an_issue_reference_is_found_across_a_line_break_and_a_feature_s_name_is_not():
+    first, second = "issue" + "\n57", "Issues #" + "26"  # split: this file names no issue
+    assert issue_references(f"the truth ({first}) and {second}") == [f"1: {first}", f"2: {second}"]
+    assert issue_references("support recovery; an issue with 2 bytes; tissue 3") == []
+
+
+def test_no_tracked_file_but_the_changelog_names_an_issue_number(repo):
+    """Docs, configs, captions, code and tests name a feature, not the tracker's number for it (CHANGELOG.md is the
+    history, where the numbers belong)."""
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=repo, capture_output=True, text=True, check=True)
+    found = {}
+    for name in filter(None, tracked.stdout.split("\0")):
+        path = repo / name
+        if name == "CHANGELOG.md" or not path.is_file():
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:  # a binary file (a figure)
+            continue
+        if issue_references(text):
+            found[name] = issue_references(text)
+    assert found == {}, "name the feature instead of its issue number"
 
 
 MAX_LINE = 119  # characters: a page reads in a terminal or a diff side by side without wrapping
@@ -134,3 +168,37 @@ def test_the_support_block_is_the_teacher_run_s_table_with_intervals_and_its_fig
     assert "| bn-4 | epsilon | 0.003 | 0.050 [0.040, 0.060] | 0.100 [0.090, 0.110] |  |" in block
     assert long_lines(block) == []
     assert update_docs.support_block(tmp_path / "absent") is None
+
+
+def test_the_readme_s_figures_of_what_the_demo_finds_are_docs_results_md_s(repo, update_docs):
+    """The README quotes the findings docs/results.md's generated blocks hold (`make docs` writes both)."""
+    results = (repo / "docs" / "results.md").read_text()
+    assert [truth for truth, _ in update_docs.claim_estimates(results, "demo", update_docs.FULL_RANK_CLAIM)] == [
+        "gt-smollm2", "gt-nanogpt"]
+    readme = (repo / "README.md").read_text()
+    begin, end = update_docs.FINDS_BEGIN, update_docs.FINDS_END
+    shown = readme[readme.index(begin):readme.index(end) + len(end)]
+    assert shown == update_docs.finds_block(results), "the README's findings are stale: run `make docs`"
+
+
+DEMO_TIMES_BEGIN, DEMO_TIMES_END = "<!-- demo-times:begin -->", "<!-- demo-times:end -->"
+
+
+def demo_times(performance: str) -> dict[str, list[int]]:
+    """The seconds of each measured `make demo` in docs/performance.md's table of runs, per machine."""
+    table = performance[performance.index(DEMO_TIMES_BEGIN):performance.index(DEMO_TIMES_END)]
+    times: dict[str, list[int]] = {}
+    for machine, minutes, seconds in re.findall(r"^\| ([^|]+?) \| (\d+) min (\d+) s \|", table, re.M):
+        times.setdefault(machine, []).append(int(minutes) * 60 + int(seconds))
+    return times
+
+
+def test_the_readme_s_demo_time_covers_every_measured_make_demo_on_both_machines(repo):
+    times = demo_times((repo / "docs" / "performance.md").read_text())
+    assert set(times) == {"faster (AVX-512)", "slower (AVX2)"}, times
+    readme = " ".join((repo / "README.md").read_text().split())
+    low, high = map(int, re.search(r"`make demo` leaves every table and figure under `results/` in (\d+) to (\d+) "
+                                   r"minutes", readme).groups())
+    measured = [seconds for runs in times.values() for seconds in runs]
+    assert low * 60 <= min(measured) and max(measured) <= high * 60, (
+        f"the README says {low} to {high} minutes; docs/performance.md measured {sorted(measured)} s")

@@ -1,4 +1,4 @@
-"""Numbers the docs quote for a setting must be the configs' (issue 27, point 6).
+"""Numbers the docs quote for a setting must be the configs'.
 
 The convention it checks: a number quoted for a setting stands next to the setting's backticked key, in one of
 the forms `key` = 20, `key` is 20, `key`: 20, `key` (20, ...), (n = `key`, 4), 20 prompts (`key`, ...), and,

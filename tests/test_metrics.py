@@ -136,7 +136,7 @@ def test_kl_eps_is_the_kl_to_the_uniform_mixture_and_finite_after_greedy():
 
 
 def test_a_truth_with_zeros_hand_computed():
-    # a truncated truth (issue 57): bytes 2 and 3 at probability 0, log-probability -inf; 0 log 0 = 0 throughout
+    # a truncated truth (known support): bytes 2 and 3 at probability 0, log-probability -inf; 0 log 0 = 0 throughout
     truth = [0.5, 0.5, 0.0, 0.0]
     eps = 1e-3
     with np.errstate(all="raise"):  # no NaN or inf slips through a masked term unnoticed

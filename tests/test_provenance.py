@@ -115,7 +115,7 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
     ("sampler", {"sample", "sample_bat", "support", "bat_decode"}),
     ("tbat", {"tbat"}),
     # the metrics' tables: the tables and the figures drawn from them, no metrics, TBAT or quality job, and no
-    # sample-quality table or other figure (issue 55: they reached it for its byte frequencies)
+    # sample-quality table or other figure (which would reach it through its byte frequencies)
     ("metrics_report", {"metrics_table", "loss_matched", "figure_4_2", "figure_4_3", "figure_loss_matched",
                         "figure_token_heads", "position_figure"}),
     # the byte frequencies beside a reference: Figures 4.3 and 5.1 (every figure script runs `figures`) and the
@@ -125,9 +125,9 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
     ("report", {"table_3_1"}),
     # the metrics' formulas: the jobs that compute them (Table I.1 times them, Figure 4.1 titles its panels with
     # them) and the tables and figures of their summaries; not TBAT or sample quality, which only summarise
-    # (issue 39: a formula's edit reran 122 jobs), no sampler, token-track state or head, or Table B, and no
-    # sample-quality table or figure of other numbers (issue 55: quality_table, sample_table and training_figure
-    # reached it through `metrics_report`)
+    # (a formula's edit would otherwise rerun them all), no sampler, token-track state or head, or Table B, and no
+    # sample-quality table or figure of other numbers (quality_table, sample_table and training_figure
+    # would reach it through `metrics_report`)
     ("metrics", {"oversmoothing_metrics", "time_metrics", "table_i_1", "metrics_table", "loss_matched",
                  "figure_4_2", "figure_4_3", "figure_loss_matched", "figure_token_heads", "position_figure"}),
     # the decoded rows' file (BA's, at a sample of positions): the job that writes them, TBAT and whatever reaches

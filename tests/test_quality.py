@@ -131,7 +131,7 @@ def test_summary_counts_and_corpus_metrics():
 
 
 def test_samples_a_truth_with_zeros_never_writes_are_counted_and_the_rest_scored():
-    # a truncated truth (issue 57): a sample holding a byte it gives probability 0 scores +inf bits per byte
+    # a truncated truth (known support): a sample holding a byte it gives probability 0 scores +inf bits per byte
     bits = np.array([2.0, np.inf, 4.0, np.inf])
     per_sample = pd.DataFrame(
         {"method": ["pure"] * 4, "perplexity": [1.0] * 4, "bits_per_byte": [1.0] * 4, "valid_word_ratio": [1.0] * 4,

@@ -39,6 +39,33 @@ def test_hand_made_three_byte_case():
         assert np.array_equal(reference, BATSolver(W, TBATSettings(threshold=threshold)).reject_set(p).rejected)
 
 
+def gap_instance(minimum: float, threshold: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
+    """Three bytes whose P is a segment, q = p + t (1, -2, 1) (W^T = (0, 1, 2) and the sum fixed), where min q_0 =
+    p_0 - c p_1 / 2 (c = threshold / (1 - threshold)): byte 1 reaches its bound u_1 = (1 + c) p_1 first. A byte 0 at
+    exact minimum `minimum`."""
+    c = threshold / (1 - threshold)
+    p1 = 0.1
+    p0 = c * p1 / 2 + minimum
+    return np.array([[0.0], [1.0], [2.0]]), np.array([p0, p1, 1 - p0 - p1])
+
+
+@pytest.mark.parametrize("minimum, rejected", [(0.0, True), (1.5e-10, True), (5e-10, True), (5e-9, False)])
+def test_a_byte_is_rejected_iff_its_exact_minimum_is_at_most_zero_tol_not_only_where_it_is_zero(minimum, rejected):
+    """What the solver decides, as the definition's LP does: min q_i <= `zero_tol` (1e-9, absolute), so a byte whose
+    exact minimum over P is 1.5e-10 or 5e-10 (no q in P zeroes it) is rejected, one at 5e-9 accepted."""
+    W, p = gap_instance(minimum)
+    assert p[0] <= 0.2
+    assert BATSolver(W).reject_set(p).rejected[0] == rejected
+    reference, failures = bat_reject_set(p, W)
+    assert not failures and reference[0] == rejected
+
+
+def test_a_zero_tol_below_the_gap_accepts_the_byte_the_default_rejects():
+    W, p = gap_instance(5e-10)
+    tight = TBATSettings(zero_tol=1e-12, certificate_margin=1e-12, feasibility_tol=1e-12)
+    assert BATSolver(W).reject_set(p).rejected[0] and not BATSolver(W, tight).reject_set(p).rejected[0]
+
+
 @pytest.mark.parametrize("k", [1, 2, 4, 8, 16, 32])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_fast_reject_sets_equal_the_definition_on_random_instances(k, seed):

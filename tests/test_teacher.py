@@ -1,6 +1,6 @@
 """The teacher's corpus: its truth is exact (the pipeline's probability of a document is the product of the
 conditionals that drew it), seeded per document, cached = uncached, and bad settings named. A truth with known
-support (issue 57): the teacher under a decoding D writes from D(teacher), and every reading of the truth (logits,
+support: the teacher under a decoding D writes from D(teacher), and every reading of the truth (logits,
 evaluation, scoring of samples) is D applied to the teacher's own distribution; a pure teacher writes what it wrote
 before."""
 
@@ -174,7 +174,7 @@ def test_a_token_teacher_under_a_truncation_writes_from_its_truncated_marginal(t
     assert drawn.sum(-1).tolist() == pytest.approx([r["logprob"] for r in rows], abs=1e-4)
 
 # ---------------------------------------------------------------------------------------------------------------
-# A truth with known support: the teacher under a decoding (issue 57)
+# A truth with known support: the teacher under a decoding
 
 EPSILON = Decoding("epsilon", epsilon=0.003)  # on the sharp teacher: ~112 of 256 bytes kept, ~23 % of the mass cut
 

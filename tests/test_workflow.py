@@ -277,8 +277,8 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
       "quality_table", "sample_table", "figure_5_1", "figure_token_quality", "bat_decode", "oversmoothing_metrics",
       "figure_4_2"}),
     # a metric's formula: the metrics, their timings, and the tables and figures of their summaries; no sample-quality
-    # table, training or other figure (issue 55: quality_table, sample_table, training_figure and four figures
-    # reached the formulas through `metrics_report`'s byte frequencies)
+    # table, training or other figure (quality_table, sample_table, training_figure and four figures
+    # would reach the formulas through `metrics_report`'s byte frequencies)
     ("analysis.metrics", "def oversmoothing_against(",
      {"oversmoothing_metrics", "time_metrics", "table_i_1", "metrics_table", "position_figure", "figure_4_2",
       "figure_4_3", "loss_matched", "figure_loss_matched", "figure_token_heads", "figure_token_bottleneck", "findings",
@@ -378,7 +378,7 @@ def test_the_add_a_metric_recipe_reruns_the_metric_jobs_and_adds_its_column(smok
     running = rules_running("analysis.metrics", copy) | rules_running("core.labels", copy)  # the two modules edited
     assert planned <= running | {"all", "findings", "token_findings"}, planned
     assert not planned & {"train_model", "extract_logits", "sample", "sample_direct", "token_head", "evaluate_model"}
-    # TBAT and sample quality only summarise with the statistics of `analysis.summary` (issue 39: 122 jobs)
+    # TBAT and sample quality only summarise with the statistics of `analysis.summary`: they run no metric's formula
     assert not planned & {"tbat", "quality", "unargmaxable", "table_b"}, planned
     config = repo_config("smoke.yaml")
     positions = metrics_path(bottleneck_models(config)[0], ground_truth_models(config)[0])

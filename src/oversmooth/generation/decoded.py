@@ -1,4 +1,4 @@
-"""A truth with known support (issue 57): a teacher whose text is written under a decoding, so that the truth's
+"""A truth with known support: a teacher whose text is written under a decoding, so that the truth's
 conditionals are the decoded (e.g. truncated) distributions of the teacher, with exact zeros.
 
 A `teacher` source's `decoding` (`{method: epsilon, epsilon: 0.001}`; default `{method: pure}`, the teacher's own

@@ -181,7 +181,7 @@ class UncachedStepper:
 
 
 def stepper_for(lm: ByteLM) -> Stepper:
-    """The cached stepper of a byte model; for a decoded truth (`decoded.DecodedByteLM`, issue 57) its teacher's
+    """The cached stepper of a byte model; for a decoded truth (`decoded.DecodedByteLM`) its teacher's
     stepper with the truth's decoding applied to every row (`DecodedStepper`), a GPT's without bf16 (the truth is read
     in float32 everywhere)."""
     from oversmooth.models.tokenmarginal import MarginalStepper, TokenMarginalByteLM

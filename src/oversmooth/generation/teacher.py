@@ -1,9 +1,9 @@
-"""A language whose truth is known (issue 26): documents sampled from a teacher byte model.
+"""A language whose truth is known: documents sampled from a teacher byte model.
 
 Each document starts with a fixed start byte and is continued by pure sampling from the truth with the teacher's
 key/value cache, up to `document_bytes` bytes in all, at most the teacher's block: every byte of a document was
 drawn from the truth's next-byte distribution given the whole document before it. The truth is the teacher's own
-distribution, or, with the source's `decoding` (issue 57: a truth with known support), that decoding applied to it
+distribution, or, with the source's `decoding` (a truth with known support), that decoding applied to it
 (`oversmooth.generation.decoded`: the stepper `sampling.stepper_for` gives a decoded truth draws from the decoded
 rows, exact zeros included). Those conditionals are therefore the *exact* distribution of the text, and a model
 evaluated on a window of a document with the document before it as context is compared with the truth, not with

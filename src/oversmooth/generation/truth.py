@@ -1,4 +1,4 @@
-"""A text's log-loss under the truth (issue 26): on a teacher's language, each sample scored by the teacher given
+"""A text's log-loss under the truth: on a teacher's language, each sample scored by the teacher given
 the whole document before it (rule quality's `truth_bits_per_byte`). Apart from `teacher`, so that the quality jobs
 reach only the model they load, not the sampler."""
 

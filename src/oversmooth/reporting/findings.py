@@ -1,4 +1,4 @@
-"""The thesis's findings as stated tests (issue 26): each claim, per ground truth, decided from the tables a run made.
+"""The thesis's findings as stated tests: each claim, per ground truth, decided from the tables a run made.
 
 Every claim is a difference `d` that the thesis says is positive, with its interval: from each term's bootstrap
 interval, its standard error (half-width / z), combined as if the terms were independent. The terms are measured on
@@ -178,7 +178,7 @@ def svd_findings(table_7_1: pd.DataFrame, ground_truths: Sequence[str], confiden
 def quality_findings(table_5_3: pd.DataFrame, confidence: float, narrow_k: int = 8) -> list[dict]:
     """Sample quality collapses at k <= narrow_k: the most likely narrow model's pure samples are less likely than
     the least likely wide model's, under the judge (bits per byte) and, on a teacher's language, under the truth. A
-    truth with zeros (issue 57) gives a sample holding a byte it never writes infinite bits: where any bottlenecked
+    truth with zeros (a truth with known support) gives a sample holding a byte it never writes infinite bits: where any bottlenecked
     model's samples hold one, the truth's test is on the share of such samples (`truth_zero_share`) instead."""
     pure = table_5_3[table_5_3["n_samples"] > 0]
     ks = bottleneck_rows(pure)
@@ -286,7 +286,7 @@ def _support_term(table: pd.DataFrame, model: str, method: str, parameter: float
 
 
 def support_findings(table: pd.DataFrame, truth: str, confidence: float, n_levels: int = 5) -> list[dict]:
-    """Support recovery against the truth with known support (issue 57), from the support table, on the family's
+    """Support recovery against the truth with known support, from the support table, on the family's
     rows (bottlenecks, MoS):
     - every truncation method puts less mass on the truth's zeros than pure sampling (Hewitt et al. 2022): per
       method, false support(pure) - false support(method at v), the least favourable over the models and the grid's
@@ -363,7 +363,7 @@ def token_heads_by_kind(table: pd.DataFrame, column: str) -> dict[str, dict[int,
 
 def token_findings(tbat_pure: pd.DataFrame | None, tbat_truncated: pd.DataFrame | None,
                    table_b: pd.DataFrame | None, confidence: float) -> list[dict]:
-    """The token track's claims on a real LM's softmax bottleneck (issue 40), from its Tables E.7, E.8 and B:
+    """The token track's claims on a real LM's softmax bottleneck, from its Tables E.7, E.8 and B:
     TBAT (pure) falls with rank, per kind of head, from its narrowest head to the full head where it is analysed
     (else the kind's widest); top-p removes most of the widest head's BAT-rejected mass (Finlayson et al.'s
     hypothesis: TBAT(pure) - 2 TBAT(top-p) > 0); the full head has unargmaxable tokens other than its duplicated

@@ -1,4 +1,4 @@
-"""Support recovery's table (issue 57): every model's summary (rule support) as one table, a row per model, decoding
+"""Support recovery's table: every model's summary (rule support) as one table, a row per model, decoding
 method and parameter, and each method's curve of false against lost support read at given lost-support levels
 (Finlayson et al. 2024 compare methods at equal lost support). No torch, no plotting."""
 

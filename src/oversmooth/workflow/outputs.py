@@ -58,7 +58,7 @@ RANK = "Rank and expressivity (ch. 7; app. H; Godey et al. 2024)"
 FINDINGS = "Findings (the thesis's claims as tests)"
 
 # Thesis appendix E splits the decoding methods in two groups; E.7 and E.8 are TBAT's, per group. Every other method
-# is a truncation sampler of the thesis's §2.3 (issue 57): the third group, in tables of its own (`table_truncation_*`).
+# is a truncation sampler of the thesis's §2.3: the third group, in tables of its own (`table_truncation_*`).
 METHOD_GROUPS = (("pure", "greedy", "temperature"), ("top_k", "top_p"))
 THESIS_METHODS = tuple(m for group in METHOD_GROUPS for m in group)
 SAMPLER_ONLY = ("mirostat",)  # stateful (its threshold follows the sample's own surprise): samples, no metrics
@@ -412,7 +412,7 @@ NOT_TRUNCATING = ("pure", "temperature")  # decodings that keep every byte: a tr
 
 
 def support_truth(config: Mapping) -> str | None:
-    """The truth with known support (issue 57): the ground truth of the first `teacher` source where that source
+    """The truth with known support: the ground truth of the first `teacher` source where that source
     writes under a truncating decoding (its conditionals then have exact zeros); None otherwise."""
     sources = [s for s in config["data"]["sources"] if s["kind"] == "teacher"]
     decoding = sources[0].get("decoding") if sources else None
@@ -431,7 +431,7 @@ def support_models(config: Mapping) -> list[str]:
 
 
 def _support_outputs(config: Mapping) -> list[Output]:
-    """Support recovery (issue 57; Hewitt et al. 2022, Finlayson et al. 2024, thesis §2.3): only with a truth with
+    """Support recovery (Hewitt et al. 2022, Finlayson et al. 2024, thesis §2.3): only with a truth with
     known support (a teacher writing under a truncating decoding)."""
     models = tuple(support_models(config))
     return [Output(name, kind, name, "Hewitt et al. 2022; Finlayson et al. 2024; thesis §2.3", OVERSMOOTHING, name,

@@ -18,6 +18,7 @@ benchmark files): the ratio says how far to trust the plan.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import re
 import subprocess
@@ -150,18 +151,34 @@ def parse_dry_run(text: str) -> list[Job]:
 
 
 def gpt_parameters(model: Mapping) -> int:
-    """Parameters of one of our GPTs (counted on the meta device: no memory)."""
+    """Parameters of one of our GPTs (counted on the meta device: no memory; once per shape)."""
+    return _parameters(tuple(sorted(model.items())))
+
+
+@functools.lru_cache(maxsize=None)
+def _parameters(shape: tuple[tuple[str, object], ...]) -> int:
     import torch
 
     from oversmooth.models.model import GPT, GPTConfig
 
     with torch.device("meta"):
-        return GPT(GPTConfig(**model)).num_parameters()
+        return GPT(GPTConfig(**dict(shape))).num_parameters()
 
 
 def training_flops_per_token(model: Mapping) -> float:
     """nanoGPT's estimate: 6 N + 12 L d T per token of a training step (forward and backward)."""
     return 6 * gpt_parameters(model) + 12 * model["n_layer"] * model["n_embd"] * model["block_size"]
+
+
+def training_flops(config: Mapping, model: str, iterations: int | None = None) -> float:
+    """FLOPs of `iterations` steps of a model's training (default: `train.max_iters`, the whole training), its
+    evaluations on the way included (a forward pass, a third of a step's FLOPs per token)."""
+    settings = training_settings(config, model)
+    shape, train = settings["model"], settings["train"]
+    iterations = train["max_iters"] if iterations is None else iterations
+    tokens = train["batch_size"] * train["grad_accum"] * shape["block_size"] * iterations
+    evaluated = iterations / train["eval_interval"] * train["eval_iters"] * 2 * train["batch_size"] * shape["block_size"]
+    return training_flops_per_token(shape) * (tokens + evaluated / 3)
 
 
 def base_model(config: Mapping, name: str) -> str:
@@ -219,12 +236,7 @@ class Planner:
             cost.cpu_h += seconds / 3600
 
     def _training(self, cost: JobCost, model: str, iterations: int) -> None:
-        settings = training_settings(self.config, model)
-        shape, train = settings["model"], settings["train"]
-        tokens = train["batch_size"] * train["grad_accum"] * shape["block_size"]
-        evaluations = iterations / train["eval_interval"] * train["eval_iters"] * 2 * train["batch_size"] * shape["block_size"]
-        per_token = training_flops_per_token(shape)
-        self._flops(cost, per_token * (tokens * iterations + evaluations / 3), "train")
+        self._flops(cost, training_flops(self.config, model, iterations), "train")
 
     def _train_segment(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
         train = training_settings(self.config, wildcards["model"])["train"]
@@ -463,34 +475,80 @@ def resume_state_gb(config: Mapping, models: Sequence[str]) -> float:
     return max(sizes, default=0) / 1e9
 
 
+# `make plan`'s defaults, measured (docs/performance.md, "On a GPU"): an H200 trained the thesis shape at 22 % of its
+# dense bf16 peak (compiled, 16 x 16 micro-batches) and sampled 100 prompts at once at 0.2 %.
+DEFAULT_GPU, DEFAULT_MFU, DEFAULT_DECODE_MFU = "h200", 0.22, 0.002
+
+
+@dataclass
+class Plan:
+    """The jobs of a config's DAG (Snakemake's dry run) with the config they price: its table on any GPU (`table`),
+    its jobs of one rule (`costs`) and what `make plan` prints (`report`)."""
+
+    configfiles: list[str]
+    config: Mapping
+    jobs: list[Job]
+
+    def planner(self, gpu: str = DEFAULT_GPU, mfu: float = DEFAULT_MFU,
+                decode_mfu: float = DEFAULT_DECODE_MFU) -> Planner:
+        return Planner(self.config, gpu, mfu, decode_mfu)
+
+    def table(self, gpu: str = DEFAULT_GPU, mfu: float = DEFAULT_MFU,
+              decode_mfu: float = DEFAULT_DECODE_MFU) -> pd.DataFrame:
+        """`plan_table` with a last row `total`."""
+        table = plan_table(self.jobs, self.planner(gpu, mfu, decode_mfu))
+        total = table.drop(columns="family").sum()
+        table.loc[len(table)] = ["total", int(total["jobs"]), *total.drop("jobs")]
+        return table
+
+    def costs(self, rule: str, gpu: str = DEFAULT_GPU, mfu: float = DEFAULT_MFU,
+              decode_mfu: float = DEFAULT_DECODE_MFU) -> list[JobCost]:
+        """The cost of each job of `rule`."""
+        planner = self.planner(gpu, mfu, decode_mfu)
+        return [planner.job(job.rule, job.wildcards) for job in self.jobs if job.rule == rule]
+
+    def trained_models(self) -> list[str]:
+        return sorted({job.wildcards["model"] for job in self.jobs if job.rule == "train_model"})
+
+    def report(self, gpu: str = DEFAULT_GPU, mfu: float = DEFAULT_MFU, decode_mfu: float = DEFAULT_DECODE_MFU,
+               benchmarks: str | Path | None = None) -> str:
+        """The plan as `make plan` prints it: the jobs and the largest resume state, then the table per family
+        (with a finished run's `benchmarks`: its measured hours beside)."""
+        table = self.table(gpu, mfu, decode_mfu)
+        if benchmarks:
+            measured = measured_hours(benchmarks)
+            measured["total"] = measured.sum()
+            table["measured_h"] = table["family"].map(measured)
+            table["estimate / measured"] = table["benchmarked_h"] / table["measured_h"]
+        else:
+            table = table.drop(columns="benchmarked_h")
+        return "\n".join([
+            f"plan for {' '.join(map(str, self.configfiles)) or 'config/config.yaml'}: {len(self.jobs)} jobs; largest "
+            f"resume state {resume_state_gb(self.config, self.trained_models()):.2f} GB",
+            f"GPU-hours on {gpu} at {mfu:.0%} of its bf16 peak (decoding {decode_mfu:.1%}); CPU-hours on one core of "
+            "the project's machine",
+            table.to_string(index=False, float_format=lambda v: f"{v:,.2f}")])
+
+
+def compute_plan(configfiles: Sequence[str | Path], base: Path | None = None) -> Plan:
+    """The plan of config/config.yaml under `configfiles` (relative paths from `base`, default the working folder;
+    the report names them as given): its config and the jobs Snakemake's dry run lists."""
+    paths = [(base or Path.cwd()) / f for f in configfiles]
+    config = load_config(REPO / "config" / "config.yaml", *paths)
+    jobs = dag_jobs(paths, snakemake=str(Path(sys.executable).with_name("snakemake")))
+    return Plan([str(f) for f in configfiles], config, jobs)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configfile", nargs="*", default=[], help="config files over config/config.yaml")
-    # The defaults are measured (docs/performance.md, "On a GPU"): an H200 trained the thesis shape at 22 % of its
-    # dense bf16 peak (compiled, 16 x 16 micro-batches) and sampled 100 prompts at once at 0.2 %.
-    parser.add_argument("--gpu", default="h200", choices=sorted(GPU_PEAK))
-    parser.add_argument("--mfu", type=float, default=0.22, help="training and inference: share of the GPU's bf16 peak")
-    parser.add_argument("--decode-mfu", type=float, default=0.002, help="sampling one token at a time")
+    parser.add_argument("--gpu", default=DEFAULT_GPU, choices=sorted(GPU_PEAK))
+    parser.add_argument("--mfu", type=float, default=DEFAULT_MFU,
+                        help="training and inference: share of the GPU's bf16 peak")
+    parser.add_argument("--decode-mfu", type=float, default=DEFAULT_DECODE_MFU, help="sampling one token at a time")
     parser.add_argument("--benchmarks", help="a finished run's results/benchmarks: measured hours per family beside")
     args = parser.parse_args(argv)
-    config = load_config(REPO / "config" / "config.yaml", *args.configfile)
-    jobs = dag_jobs(args.configfile, snakemake=str(Path(sys.executable).with_name("snakemake")))
-    table = plan_table(jobs, Planner(config, args.gpu, args.mfu, args.decode_mfu))
-    total = table.drop(columns="family").sum()
-    table.loc[len(table)] = ["total", int(total["jobs"]), *total.drop("jobs")]
-    if args.benchmarks:
-        measured = measured_hours(args.benchmarks)
-        measured["total"] = measured.sum()
-        table["measured_h"] = table["family"].map(measured)
-        table["estimate / measured"] = table["benchmarked_h"] / table["measured_h"]
-    else:
-        table = table.drop(columns="benchmarked_h")
-    trained = sorted({job.wildcards["model"] for job in jobs if job.rule == "train_model"})
-    print(f"plan for {' '.join(map(str, args.configfile)) or 'config/config.yaml'}: {len(jobs)} jobs; largest "
-          f"resume state {resume_state_gb(config, trained):.2f} GB")
-    print(f"GPU-hours on {args.gpu} at {args.mfu:.0%} of its bf16 peak (decoding {args.decode_mfu:.1%}); CPU-hours "
-          "on one core of the project's machine")
-    print(table.to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
+    print(compute_plan(args.configfile).report(args.gpu, args.mfu, args.decode_mfu, args.benchmarks))
     return 0
 
 

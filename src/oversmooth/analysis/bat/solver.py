@@ -49,8 +49,9 @@ class BATSolver:
         """The BAT-rejected tokens of output p (a probability vector over V tokens), at the settings' threshold or
         `threshold` (a sampler's, which may change from position to position: the row basis does not depend on it).
         With `asked` (token ids), of those tokens alone, as a sampler asks about the tokens it draws: each ends
-        rejected (a checked witness, or u_i <= zero_tol) or not (a certificate, or p_i above the threshold), or the
-        result failed; the tokens not asked are not rejected."""
+        rejected (min q_i <= zero_tol: a checked witness, an LP's checked q with q_i <= zero_tol, or u_i <= zero_tol)
+        or not (a certificate, an LP's optimum above zero_tol, or p_i above the threshold), or the result failed; the
+        tokens not asked are not rejected."""
         p = np.asarray(p, dtype=np.float64)
         s = self.settings if threshold is None else replace(self.settings, threshold=threshold)
         # At full rank q = p is the only point, so the answer is exact: the tokens with p_i = 0, and TBAT is 0. Below
