@@ -11,10 +11,13 @@ from snakemake.utils import min_version
 import oversmooth
 from oversmooth.core.recovery import RUN_VARIABLE, command_line_profiles, run_options, run_record
 from oversmooth.workflow.config import check_paths, check_run_folder, shared_results_warning, validate_config
+from oversmooth.workflow.source import SOURCE_VARIABLE
 
 min_version("9.0")
 
 ROOT = Path(workflow.basedir)
+# For envs/oversmooth.post-deploy.sh, which installs this folder's package into the rules' conda environment
+os.environ[SOURCE_VARIABLE] = str(ROOT)
 
 
 configfile: ROOT / "config" / "config.yaml"
@@ -24,7 +27,7 @@ report: "workflow/report/workflow.rst"
 
 
 check_run_folder(ROOT, os.getcwd(), directory_given=workflow.overwrite_workdir is not None)
-validate_config(config, ROOT / "config" / "schema" / "config.schema.yaml")
+validate_config(config)  # the schema ships with the package (oversmooth/workflow/config.schema.yaml)
 for notice in check_paths(config):
     logger.info(f"note: {notice}")
 if warning := shared_results_warning(config, ROOT, os.getcwd()):

@@ -48,8 +48,8 @@ from oversmooth.analysis.decoding import HEAD_METHODS
 from oversmooth.core.cluster import TOKEN_BAT_SAMPLING_S, rate_around, token_bat_sampling_seconds
 from oversmooth.workflow.config import load_config
 from oversmooth.workflow.outputs import token_tbat_methods, token_tbat_positions
+from oversmooth.workflow.source import workflow_folder
 
-REPO = Path(__file__).resolve().parents[3]
 # bf16 dense peak FLOP/s per GPU (vendor data sheets; SXM parts)
 GPU_PEAK = {"a100": 312e12, "h100": 989e12, "h200": 989e12, "l40s": 362e12, "v100": 125e12}
 BYTES_PER_FLOAT = 4
@@ -115,12 +115,13 @@ class Job:
     benchmark: str | None = None
 
 
-def dag_jobs(configfiles: Sequence[str | Path], snakemake: str = "snakemake") -> list[Job]:
-    """Every job `all` needs under these config files, whatever exists already."""
-    command = [snakemake, "-s", str(REPO / "Snakefile"), "-n", "-F", "all", "--cores", "1"]
-    if configfiles:  # absolute: snakemake runs in the repository, the user may not
+def dag_jobs(configfiles: Sequence[str | Path], workflow: Path) -> list[Job]:
+    """Every job `all` needs under these config files, whatever exists already (Snakemake of this Python, on the
+    workflow in folder `workflow`)."""
+    command = [sys.executable, "-m", "snakemake", "-s", str(workflow / "Snakefile"), "-n", "-F", "all", "--cores", "1"]
+    if configfiles:  # absolute: snakemake runs in the workflow's folder, the user may not
         command += ["--configfile", *(str(Path(f).resolve()) for f in configfiles)]
-    out = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    out = subprocess.run(command, capture_output=True, text=True, cwd=workflow, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"snakemake -n failed on {configfiles}:\n{out.stderr[-3000:]}")
     return parse_dry_run(out.stdout + out.stderr)
@@ -469,9 +470,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mfu", type=float, default=0.22, help="training and inference: share of the GPU's bf16 peak")
     parser.add_argument("--decode-mfu", type=float, default=0.002, help="sampling one token at a time")
     parser.add_argument("--benchmarks", help="a finished run's results/benchmarks: measured hours per family beside")
+    parser.add_argument("--workflow", help="the workflow's folder (default: this package's checkout, or the current "
+                        "folder's)")
     args = parser.parse_args(argv)
-    config = load_config(REPO / "config" / "config.yaml", *args.configfile)
-    jobs = dag_jobs(args.configfile, snakemake=str(Path(sys.executable).with_name("snakemake")))
+    workflow = workflow_folder(args.workflow)
+    config = load_config(workflow / "config" / "config.yaml", *args.configfile)
+    jobs = dag_jobs(args.configfile, workflow)
     table = plan_table(jobs, Planner(config, args.gpu, args.mfu, args.decode_mfu))
     total = table.drop(columns="family").sum()
     table.loc[len(table)] = ["total", int(total["jobs"]), *total.drop("jobs")]
