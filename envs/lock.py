@@ -34,7 +34,7 @@ PYTHON_VERSION = "3.11"  # the lock's lowest Python (universal: its markers hold
 LOCKED_EXTRAS = ("test",)  # `bench` (cvxpy, one benchmark) stays outside the lock
 TORCH = "torch"
 # The variable through which the Snakefile names its own folder to the post-deploy script (the same name as
-# oversmooth.workflow.software.SOURCE_VARIABLE; tests/test_envs.py checks).
+# oversmooth.workflow.source.SOURCE_VARIABLE; tests/test_envs.py checks).
 SOURCE_VARIABLE = "OVERSMOOTH_SOURCE"
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)\s*(?:;\s*(.+?))?\s*$")
 
