@@ -7,17 +7,32 @@ CORES ?= all
 TEST_WORKERS ?= 2
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-teacher report test dryrun check plan profile docs clean
+.PHONY: install lock demo demo-teacher report test dryrun check plan profile docs clean
 
 install: $(STAMP)
 
-# torch first, pinned: an unpinned torch pulls a multi-GB CUDA build (elsewhere the pin gets the normal build).
-$(STAMP): pyproject.toml requirements-nodeps.txt
+# The locked install: every package of requirements.lock at its version, hash-checked (--no-deps: the lock holds
+# every dependency); then torch by its pin, outside the hashed part, so that each machine gets the build its index
+# gives for that pin (the CPU wheel of pip's find-links here, PyPI's CUDA build with the CUDA libraries it pins on a
+# GPU node; their hashes differ). torch comes after the lock, so that its other dependencies (in the lock) are the
+# lock's. Then the package itself, editable, without dependencies. An unpinned torch pulls a multi-GB CUDA build.
+TORCH := torch==2.13.0
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	$(BIN)/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements.lock
+	$(BIN)/python -m pip install --quiet $(TORCH)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
+
+# Refresh requirements.lock (uv, from pyproject.toml and requirements-nodeps.txt; each pin kept unless it must move
+# or LOCK_ARGS upgrade it: LOCK_ARGS="--upgrade-package scipy", or "--upgrade" for all) and envs/ from it; then
+# `make install`. Needs PyPI. uv lives in a venv of its own, outside the locked one.
+UV_VERSION := 0.13.9
+UV_VENV := .venv-uv
+LOCK_ARGS ?=
+lock:
+	test -x $(UV_VENV)/bin/uv || { $(PYTHON) -m venv $(UV_VENV) && $(UV_VENV)/bin/pip install --quiet uv==$(UV_VERSION); }
+	$(PYTHON) envs/lock.py --uv $(UV_VENV)/bin/uv $(LOCK_ARGS)
 
 demo: install
 	$(BIN)/snakemake --cores $(CORES) all

@@ -15,10 +15,13 @@ from oversmooth.workflow.runconfig import (
     REPLACE_KEY, check_run_config, config_files, record_run_config, replace_requested,
 )
 from oversmooth.workflow.runfiles import run_files
+from oversmooth.workflow.source import SOURCE_VARIABLE
 
 min_version("9.0")
 
 ROOT = Path(workflow.basedir)
+# For envs/oversmooth.post-deploy.sh, which installs this folder's package into the rules' conda environment
+os.environ[SOURCE_VARIABLE] = str(ROOT)
 
 
 configfile: ROOT / "config" / "config.yaml"
@@ -35,7 +38,7 @@ REPLACE_RUN_CONFIG = replace_requested(config)
 config.pop(REPLACE_KEY, None)
 if workflow.is_main_process:
     check_run_config(os.getcwd(), RUN_CONFIG_FILES, replace=REPLACE_RUN_CONFIG)
-validate_config(config, ROOT / "config" / "schema" / "config.schema.yaml")
+validate_config(config)  # the schema ships with the package (oversmooth/workflow/config.schema.yaml)
 for notice in check_paths(config):
     logger.info(f"note: {notice}")
 if warning := shared_results_warning(config, ROOT, os.getcwd()):

@@ -127,7 +127,7 @@ def plan_block() -> str:
     MFU)."""
     from oversmooth.workflow.plan import compute_plan
 
-    return f"{PLAN_BEGIN}\n```text\n{compute_plan([PLAN_CONFIG], base=ROOT).report()}\n```\n{PLAN_END}"
+    return f"{PLAN_BEGIN}\n```text\n{compute_plan([PLAN_CONFIG], base=ROOT, workflow=ROOT).report()}\n```\n{PLAN_END}"
 
 
 def claim_estimates(results: str, run: str, claim: str) -> list[tuple[str, str]]:

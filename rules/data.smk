@@ -24,7 +24,7 @@ rule prepare_corpus:
     benchmark:
         benchmark_path("data", "prepare_corpus")
     conda:
-        "../envs/data.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/prepare_corpus.py"
 
@@ -77,7 +77,7 @@ rule teacher_corpus:
     benchmark:
         benchmark_path("data", "teacher_corpus.{model}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/teacher_corpus.py"
 
@@ -103,7 +103,7 @@ rule select_prompts:
     log:
         log_path("data", "select_prompts"),
     conda:
-        "../envs/data.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/select_prompts.py"
 
@@ -121,6 +121,6 @@ rule convert_smollm2:
     log:
         log_path("data", "convert_smollm2"),
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/convert_smollm2.py"

@@ -23,6 +23,6 @@ rule extract_logits:
     benchmark:
         benchmark_path("logits", "{model}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/extract_logits.py"

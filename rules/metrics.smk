@@ -25,7 +25,7 @@ rule oversmoothing_metrics:
     benchmark:
         benchmark_path("metrics", "{model}__{gt}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/oversmoothing_metrics.py"
 
@@ -54,7 +54,7 @@ rule bat_decode:
     benchmark:
         benchmark_path("decoded", "{model}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/bat_decode.py"
 
@@ -83,6 +83,6 @@ rule support:
     benchmark:
         benchmark_path("support", "{model}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/support.py"

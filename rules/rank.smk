@@ -19,7 +19,7 @@ rule svd_model:
     log:
         log_path("svd", "svd-r{rank}"),
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/svd_model.py"
 
@@ -42,7 +42,7 @@ rule effective_rank:
     benchmark:
         benchmark_path("rank", "{model}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/effective_rank.py"
 
@@ -62,7 +62,7 @@ rule ngram_rank:
     benchmark:
         benchmark_path("rank", "ngram_rank")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/ngram_rank.py"
 
@@ -86,7 +86,7 @@ rule anisotropy:
     benchmark:
         benchmark_path("rank", "{model}.anisotropy")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/anisotropy.py"
 
@@ -110,6 +110,6 @@ rule rank_constrained_head:
     benchmark:
         benchmark_path("rank", "rank_constrained_head")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/rank_constrained_head.py"

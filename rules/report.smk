@@ -42,7 +42,7 @@ rule table_3_1:
     log:
         log_path("report", "table_3_1"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/table_3_1.py"
 
@@ -61,7 +61,7 @@ rule training_figure:
     log:
         log_path("report", "{figure}"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/training_figure.py"
 
@@ -85,7 +85,7 @@ rule metrics_table:
     log:
         log_path("report", "{table}"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/metrics_table.py"
 
@@ -108,7 +108,7 @@ rule position_figure:
     log:
         log_path("report", "{figure}"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/position_figure.py"
 
@@ -125,7 +125,7 @@ rule figure_4_2:
     log:
         log_path("report", "figure_4_2"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/figure_4_2.py"
 
@@ -141,7 +141,7 @@ rule figure_4_3:
     log:
         log_path("report", "figure_4_3"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/figure_4_3.py"
 
@@ -158,7 +158,7 @@ rule figure_token_heads:
     log:
         log_path("report", "figure_token_heads"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/figure_token_heads.py"
 
@@ -174,7 +174,7 @@ rule figure_token_quality:
     log:
         log_path("report", "figure_token_quality"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/figure_token_quality.py"
 
@@ -189,7 +189,7 @@ rule figure_token_bottleneck:
     log:
         log_path("report", "figure_token_bottleneck"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/figure_token_bottleneck.py"
 
@@ -206,7 +206,7 @@ rule table_b:
     log:
         log_path("report", "{unargmaxable_table}"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/table_b.py"
 
@@ -222,7 +222,7 @@ rule table_i_1:
     log:
         log_path("report", "table_i_1"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/table_i_1.py"
 
@@ -241,7 +241,7 @@ rule quality_table:
     log:
         log_path("report", "{quality_table}"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/quality_table.py"
 
@@ -264,7 +264,7 @@ rule sample_table:
     log:
         log_path("report", "{sample_table}"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/sample_table.py"
 
@@ -282,7 +282,7 @@ rule figure_5_1:
     log:
         log_path("report", "figure_5_1"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/figure_5_1.py"
 
@@ -298,7 +298,7 @@ rule table_7_3:
     log:
         log_path("report", "table_7_3"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/table_7_3.py"
 
@@ -314,7 +314,7 @@ rule table_godey_anisotropy:
     log:
         log_path("report", "table_godey_anisotropy"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/table_godey_anisotropy.py"
 
@@ -329,7 +329,7 @@ rule figure_godey_anisotropy:
     log:
         log_path("report", "figure_godey_anisotropy"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/figure_godey_anisotropy.py"
 
@@ -344,7 +344,7 @@ rule figure_godey_rank_loss:
     log:
         log_path("report", "figure_godey_rank_loss"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/figure_godey_rank_loss.py"
 
@@ -363,7 +363,7 @@ rule loss_matched:
     log:
         log_path("report", "loss_matched"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/loss_matched.py"
 
@@ -381,7 +381,7 @@ rule figure_loss_matched:
     log:
         log_path("report", "figure_loss_matched"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/figure_loss_matched.py"
 
@@ -400,7 +400,7 @@ rule table_support:
     benchmark:
         benchmark_path("report", "table_support")
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/table_support.py"
 
@@ -417,7 +417,7 @@ rule figure_support:
     benchmark:
         benchmark_path("report", "figure_support")
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/figure_support.py"
 
@@ -440,7 +440,7 @@ rule findings:
     log:
         log_path("report", "table_findings"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/findings.py"
 
@@ -457,6 +457,6 @@ rule token_findings:
     log:
         log_path("report", "table_token_findings"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/token_findings.py"

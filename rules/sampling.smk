@@ -27,7 +27,7 @@ rule sample:
     benchmark:
         benchmark_path("samples", "{model}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/sample.py"
 
@@ -55,7 +55,7 @@ rule sample_direct:
     benchmark:
         benchmark_path("samples", "{model}.direct")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/sample_direct.py"
 
@@ -84,7 +84,7 @@ rule sample_bat:
     benchmark:
         benchmark_path("samples", "{model}.{method}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/sample_bat.py"
 
@@ -105,7 +105,7 @@ rule join_samples:
     log:
         log_path("samples", "{model}.join"),
     conda:
-        "../envs/report.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/join_samples.py"
 
@@ -137,6 +137,6 @@ rule quality:
     benchmark:
         benchmark_path("quality", "{model}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/quality.py"

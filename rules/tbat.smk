@@ -25,7 +25,7 @@ rule tbat:
     benchmark:
         benchmark_path("tbat", "{model}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/tbat.py"
 
@@ -50,7 +50,7 @@ rule unargmaxable:
     benchmark:
         benchmark_path("unargmaxable", "{model}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/unargmaxable.py"
 
@@ -77,6 +77,6 @@ rule time_metrics:
     benchmark:
         benchmark_path("timing", "{model}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/time_metrics.py"

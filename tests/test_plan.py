@@ -14,6 +14,7 @@ from oversmooth.workflow.plan import (
     plan_table,
     training_flops_per_token,
 )
+from oversmooth.workflow.source import workflow_folder
 
 DRY_RUN = """\
 [Mon Nov 23 23:18:54 2026]
@@ -51,8 +52,7 @@ def test_parameters_and_training_flops_by_hand():
 def _planner(tmp_path, yaml_text, **kwargs):
     override = tmp_path / "override.yaml"
     override.write_text(yaml_text)
-    from oversmooth.workflow.plan import REPO
-    return Planner(load_config(REPO / "config" / "config.yaml", override), "a100", 0.5, 0.01, **kwargs)
+    return Planner(load_config(workflow_folder() / "config" / "config.yaml", override), "a100", 0.5, 0.01, **kwargs)
 
 
 def test_a_training_split_into_segments_costs_what_one_job_does(tmp_path):

