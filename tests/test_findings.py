@@ -22,6 +22,7 @@ from oversmooth.reporting.findings import (
     loss_matched_findings,
     oversmoothing_findings,
     quality_findings,
+    support_findings,
     svd_findings,
     token_findings,
     verdict,
@@ -38,6 +39,22 @@ def test_a_difference_and_its_interval_by_hand():
     # a weight of 2 doubles its term's se
     estimate, low, high = difference([Term("m", 0.3, 0.2, 0.4, -2.0)], 0.95)
     assert (estimate, low, high) == pytest.approx((-0.6, -0.8, -0.4))
+
+
+def test_a_claim_on_one_share_reads_its_own_interval_within_the_share_s_bounds():
+    """A skewed bootstrap interval of a share near 1, [0.92, 1.0] around 0.976: re-centred on the mean it read
+    [0.936, 1.016] for a share that cannot pass 1."""
+    table = pd.DataFrame([{"model": "bn-4", "method": "pure", "parameter": math.nan, **{
+        f"{metric}_{stat}": value for metric, values in (("false_support", (0.4, 0.39, 0.41)),
+                                                         ("lost_support", (0.0, 0.0, 0.0)),
+                                                         ("inseparable", (0.976, 0.92, 1.0)))
+        for stat, value in zip(("mean", "ci_low", "ci_high"), values)}}])
+    (row,) = [r for r in support_findings(table, "gt-teacher", 0.95) if r["id"] == "support_not_threshold_set"]
+    assert (row["estimate"], row["ci_low"], row["ci_high"]) == pytest.approx((0.976, 0.92, 1.0))
+    # a difference of two shares: its normal interval clipped to the values it can take, [-1, 1]
+    estimate, low, high = difference([Term("a", 0.99, 0.97, 1.0, bounds=(0.0, 1.0)),
+                                      Term("b", 0.0, 0.0, 0.01, -1.0, bounds=(0.0, 1.0))], 0.95)
+    assert estimate == pytest.approx(0.99) and high == 1.0 and low == pytest.approx(0.99 - math.hypot(0.015, 0.005))
 
 
 @pytest.mark.parametrize(("low", "high", "expected"), [(0.01, 0.2, HOLDS), (-0.2, -0.01, FAILS), (-0.1, 0.1, UNDECIDED)])

@@ -1,6 +1,7 @@
 """The commands the pipeline's errors advise: the run's own options, and what each command rebuilds (followed
 literally on copies of the smoke run in tests/test_fault_drill.py and tests/test_workflow.py)."""
 
+import json
 import re
 import shlex
 
@@ -39,12 +40,37 @@ def test_a_failed_job_s_error_names_the_outputs_snakemake_deleted_and_the_comman
     with pytest.raises(ValueError) as error, noting_lost_outputs(outputs):
         raise ValueError("eval.n_prompts asks for 8")
     note = error.value.__notes__[0]
-    assert note == lost_outputs_note(outputs)
+    assert note == lost_outputs_note(outputs, "ValueError: eval.n_prompts asks for 8")
     assert "deleted this job's outputs before it ran (results/data/prompts.parquet)" in note
     command = re.search(r"`([^`]+)`, typed in (\S+):", note)
     assert command.group(1) == f"snakemake results/data/prompts.parquet {RUN_OPTIONS}"
     assert command.group(2) == str(in_a_run)
     assert shlex.split(command.group(1))[1] == "results/data/prompts.parquet"  # the target, not a config file
+
+
+def test_a_failed_job_s_advice_names_its_cause_and_leaves_out_the_run_s_config_values(tmp_path, monkeypatch):
+    """A `files` source given with `--config` whose file the data job refused: the advice repeated the `--config`
+    value, and followed as printed failed again the same way. It names the cause, and its command rebuilds what the
+    run's config files say."""
+    from oversmooth.core.recovery import RUN_VARIABLE, run_record
+    from oversmooth.data.corpus import DataSourceError
+
+    folder = tmp_path / "runs" / "r"
+    folder.mkdir(parents=True)
+    monkeypatch.chdir(folder)
+    source = {"sources": [{"kind": "files", "paths": ["/data/bad"]}]}
+    options = run_options(tmp_path, folder, configfiles=[tmp_path / "config" / "x.yaml"], config={"data": source},
+                          cores=2)
+    monkeypatch.setenv(RUN_VARIABLE, run_record(tmp_path, options))
+    outputs = ["results/data/train.bin", "results/data/val.bin"]
+    with pytest.raises(DataSourceError) as error, noting_lost_outputs(outputs):
+        raise DataSourceError("source 'files0' file /data/bad/a.txt: not text: a NUL byte at offset 9000\nmore")
+    note = error.value.__notes__[0]
+    assert ("Its cause: DataSourceError: source 'files0' file /data/bad/a.txt: not text: a NUL byte at offset 9000. "
+            "Once the cause is fixed, rebuild them alone with") in note
+    command = re.search(r"`(snakemake [^`]+)`, typed in (\S+):", note).group(1)
+    assert command == f"snakemake results/data/train.bin {RUN_OPTIONS}"  # no --config
+    assert f"leaves out this run's `--config` values ({shlex.quote(f'data={json.dumps(source)}')})" in note
 
 
 def test_without_a_run_the_advice_says_what_to_add(tmp_path, monkeypatch):

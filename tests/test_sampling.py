@@ -27,7 +27,8 @@ from oversmooth.generation.sampling import (
     uniforms_for,
 )
 from oversmooth.models.bytelm import GPTByteLM, load_hf_byte_lm
-from oversmooth.models.model import GPT, GPTConfig, KVCache
+from oversmooth.models.kvcache import BlockKVCache
+from oversmooth.models.model import GPT, GPTConfig
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def lm():
 def test_kv_cache_gives_the_full_forward_pass(lm):
     x = torch.randint(0, 256, (3, 30))
     full, _ = lm.model(x)
-    cache = KVCache()
+    cache = BlockKVCache(lm.model.config.block_size)
     parts = [lm.model.forward_cached(x[:, :12], cache), lm.model.forward_cached(x[:, 12:17], cache)]
     parts += [lm.model.forward_cached(x[:, t : t + 1], cache) for t in range(17, 30)]
     torch.testing.assert_close(torch.cat(parts, dim=1), full)

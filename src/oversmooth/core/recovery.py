@@ -4,7 +4,8 @@ cost, typed in the repository's folder with the run's own options.
 A job knows its files by paths relative to its run's folder; the command that restores them must name that folder
 (`--directory`), and the profile or cores, `--config` values and config files the run was started with, or, typed as
 printed, it acts on another run. The Snakefile records them (`run_options`) in the environment its jobs inherit
-(`RUN_VARIABLE`), outside the config: a value there would end up in no rule's params.
+(`RUN_VARIABLE`), outside the config: a value there would end up in no rule's params. The command that restores a
+failed job's outputs leaves out the `--config` values (`lost_outputs_note`): the failing setting may be one of them.
 """
 
 from __future__ import annotations
@@ -70,9 +71,23 @@ def _run() -> dict:
     return {"repository": None, "options": [], **json.loads(os.environ.get(RUN_VARIABLE) or "{}")}
 
 
-def snakemake_command(*words: str) -> str:
-    """`snakemake <words>` with the run's own options, quoted for a shell."""
-    return shlex.join(["snakemake", *words, *_run()["options"]])
+def snakemake_command(*words: str, config_values: bool = True) -> str:
+    """`snakemake <words>` with the run's own options, quoted for a shell; without its `--config` values where
+    `config_values` is false."""
+    options = _run()["options"]
+    return shlex.join(["snakemake", *words, *(options if config_values else split_config_values(options)[0])])
+
+
+def split_config_values(options: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(Snakemake `options` without `--config` and the `key=value` words that follow it, those words)."""
+    kept, values, in_config = [], [], False
+    for word in options:
+        in_config = word == "--config" or (in_config and not word.startswith("-"))
+        if not in_config:
+            kept.append(word)
+        elif word != "--config":
+            values.append(word)
+    return kept, values
 
 
 def typed_in() -> str:
@@ -108,21 +123,39 @@ def delete_and_rerun_advice(path: str | os.PathLike, output: str | os.PathLike) 
     return f"Delete it and rerun its job alone: `{delete} && {rerun}`{typed_in()}"
 
 
-def lost_outputs_note(outputs: Sequence[str | os.PathLike]) -> str:
-    """What a failed job cost and the command that restores it: Snakemake deletes a job's outputs before it runs, so
-    a job that fails leaves none, and what was computed from them would rerun in full (Snakemake cannot know that
-    their next version holds the same bytes) unless they are rebuilt alone first."""
+def lost_outputs_note(outputs: Sequence[str | os.PathLike], cause: str | None = None) -> str:
+    """What a failed job cost, its `cause` (the error), and the command that restores the run once the cause is
+    fixed: Snakemake deletes a job's outputs before it runs, so a job that fails leaves none, and what was computed
+    from them would rerun in full (Snakemake cannot know that their next version holds the same bytes) unless they
+    are rebuilt alone first.
+
+    The command is the run's own but for its `--config` values: a setting typed on the command line is where one is
+    tried, and it cannot be fixed in a printed command (repeated, it would fail again the same way); without
+    them the job builds what the run's config files say."""
     shown = [relative_or_absolute(path, ".") for path in outputs]
-    return (f"Snakemake deleted this job's outputs before it ran ({', '.join(shown)}). Once the cause is fixed, "
-            f"rebuild them alone with `{snakemake_command(shown[0])}`{typed_in()}: then what was computed from them "
-            "reruns only where their bytes changed")
+    typed = split_config_values(_run()["options"])[1]
+    left_out = (f" The command leaves out this run's `--config` values ({shlex.join(typed)}), where a failing setting "
+                "may lie: it builds what the run's config files say; to keep a value, put it (fixed) in a config "
+                "file after the run's own." if typed else "")
+    named = f" Its cause: {cause.rstrip('.')}." if cause else ""
+    return (f"Snakemake deleted this job's outputs before it ran ({', '.join(shown)}).{named} "
+            f"Once the cause is fixed, rebuild them alone with `{snakemake_command(shown[0], config_values=False)}`"
+            f"{typed_in()}: then what was computed from them reruns only where their bytes changed.{left_out}")
+
+
+def error_summary(error: BaseException, limit: int = 300) -> str:
+    """An error as one line: its type and its message's first line, cut at `limit` characters."""
+    lines = str(error).splitlines()
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @contextlib.contextmanager
 def noting_lost_outputs(outputs: Sequence[str | os.PathLike]) -> Iterator[None]:
-    """Add `lost_outputs_note` to an error that ends the block (the job's failure; a stop is no error)."""
+    """Add `lost_outputs_note` to an error that ends the block (the job's failure, named as its cause; a stop is no
+    error)."""
     try:
         yield
     except Exception as error:
-        error.add_note(lost_outputs_note(outputs))
+        error.add_note(lost_outputs_note(outputs, error_summary(error)))
         raise

@@ -309,7 +309,8 @@ def file_start_problem(path: str, label: str, column: str, policy: str) -> str |
     """Why a file of a `files` source is not text of its format, as far as its start tells, by the checks the data job
     makes (None if it reads): a NUL byte in its first TEXT_HEAD_BYTES or bytes that are not UTF-8 where
     data.invalid_utf8 is 'error' (.txt, .md), a first JSON line without the text column (.jsonl), a file that is not
-    Parquet or has no text column (.parquet). Reads no more than that: snakemake checks every file at each start."""
+    Parquet or has no text column (.parquet). Reads no more than that: snakemake checks every file at each start (and
+    a small source whole: `oversmooth.workflow.config.WHOLE_SOURCE_CHECK_BYTES`)."""
     try:
         if Path(path).suffix.lower() in (".txt", ".md"):
             with open(path, "rb") as f:

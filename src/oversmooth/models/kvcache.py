@@ -1,7 +1,7 @@
-"""A key/value cache for sampling one position at a time: `model.KVCache`'s interface over buffers of a whole block,
-allocated at the first step and written in place. `KVCache` appends with `torch.cat`, which copies every cached
-position at every step: O(T^2) copies over a continuation, 60 % of a teacher's sampling time at 256 bytes
-(benchmarks/teacher_speed.py)."""
+"""A key/value cache for sampling one position at a time (`model.KeyValueCache`, what `GPT.forward_cached` reads):
+buffers of a whole block, allocated at the first step and written in place. Appending with `torch.cat` instead copies
+every cached position at every step: O(T^2) copies over a continuation, 60 % of a teacher's sampling time at 256
+bytes (benchmarks/teacher_speed.py)."""
 
 from __future__ import annotations
 

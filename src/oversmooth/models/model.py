@@ -6,14 +6,15 @@ nanoGPT anatomy: learned positional embeddings, pre-LayerNorm blocks, causal
 space and log-probabilities have rank at most k + 1), or, with `bottleneck: null`, a plain
 `Linear(n_embd, 256, bias=False)` (the ground-truth models).
 
-`GPT.forward_cached` runs only new positions against a `KVCache` of the keys and values of the
-positions before them: sampling costs one small forward pass per new byte.
+`GPT.forward_cached` runs only new positions against a `KeyValueCache` of the keys and values of the positions
+before them (the sampler's: `kvcache.BlockKVCache`): sampling costs one small forward pass per new byte.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -57,23 +58,15 @@ class GPTConfig:
         return asdict(self)
 
 
-@dataclass
-class KVCache:
-    """Per layer, the keys and values (B, n_head, T, head_size) of the T positions seen so far."""
+class KeyValueCache(Protocol):
+    """What `GPT.forward_cached` needs of a key/value cache (`kvcache.BlockKVCache` is the sampler's): the number of
+    positions it holds, and per layer the new positions' keys and values appended to them."""
 
-    keys: list = field(default_factory=list)
-    values: list = field(default_factory=list)
-    length: int = 0
+    length: int
 
     def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append the new positions' keys and values of `layer`; return all of them."""
-        if layer == len(self.keys):
-            self.keys.append(k)
-            self.values.append(v)
-        else:
-            self.keys[layer] = torch.cat([self.keys[layer], k], dim=2)
-            self.values[layer] = torch.cat([self.values[layer], v], dim=2)
-        return self.keys[layer], self.values[layer]
+        """Append the new positions' keys and values (B, n_head, T, head_size) of `layer`; return all of them."""
+        ...
 
 
 class CausalSelfAttention(nn.Module):
@@ -85,7 +78,7 @@ class CausalSelfAttention(nn.Module):
         self.dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: KeyValueCache | None = None, layer: int = 0) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
@@ -122,7 +115,7 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: KeyValueCache | None = None, layer: int = 0) -> torch.Tensor:
         x = x + self.attn(self.ln_1(x), cache, layer)
         return x + self.mlp(self.ln_2(x))
 
@@ -243,7 +236,7 @@ class GPT(nn.Module):
         pre = self.ln_f(x)
         return [*states, ("pre_bottleneck", pre), ("post_bottleneck", self.head.bottleneck(pre))]
 
-    def forward_cached(self, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    def forward_cached(self, idx: torch.Tensor, cache: KeyValueCache) -> torch.Tensor:
         """Logits (B, T, 256) of T new positions that follow the `cache.length` positions in `cache`."""
         B, T = idx.shape
         if cache.length + T > self.config.block_size:

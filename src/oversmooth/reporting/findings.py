@@ -3,7 +3,9 @@
 Every claim is a difference `d` that the thesis says is positive, with its interval: from each term's bootstrap
 interval, its standard error (half-width / z), combined as if the terms were independent. The terms are measured on
 the same positions, whose errors are positively correlated, so this interval is wider than a paired one: a claim it
-calls decided is decided. Verdicts: `holds` (the interval lies above 0), `fails` (below 0), `undecided` (it holds 0).
+calls decided is decided. A claim on one term reads that term's own bootstrap interval (scaled by its weight), and a
+difference of bounded terms (shares) keeps its interval within the values the difference can take. Verdicts: `holds`
+(the interval lies above 0), `fails` (below 0), `undecided` (it holds 0).
 Where a table has a bottleneck's across-seed mean row (`bn-4 (3 seeds: mean)`, `oversmooth.reporting.seeds`: its
 interval counts the seeds' variance and the prompts'), the claims read that row; else the single run's. Column
 `runs` says how many training runs of each compared model the interval covers: a verdict on one run is about that
@@ -44,6 +46,15 @@ class Term:
     ci_high: float
     weight: float = 1.0
     runs: int = 1  # training runs (seeds) of the model its interval covers
+    bounds: tuple[float, float] = (-math.inf, math.inf)  # the values the number can take: SHARE for a share
+
+    def attainable(self) -> tuple[float, float]:
+        """The values `weight * number` can take."""
+        low, high = (self.weight * bound for bound in self.bounds)
+        return min(low, high), max(low, high)
+
+
+SHARE = (0.0, 1.0)  # a share of positions, samples or probability mass
 
 
 def z_of(confidence: float) -> float:
@@ -54,11 +65,18 @@ def z_of(confidence: float) -> float:
 
 
 def difference(terms: Sequence[Term], confidence: float) -> tuple[float, float, float]:
-    """sum(weight * mean), and its interval from the terms' standard errors, combined independently."""
-    z = z_of(confidence)
+    """sum(weight * mean), and its interval: one term's own bootstrap interval, scaled by its weight (a normal
+    interval around its mean would leave a skewed interval's side, past a share's bound); for several, from the terms'
+    standard errors, combined independently, clipped to the values the difference can take (the terms' bounds)."""
     estimate = sum(t.weight * t.mean for t in terms)
+    if len(terms) == 1:
+        (term,) = terms
+        low, high = sorted((term.weight * term.ci_low, term.weight * term.ci_high))
+        return estimate, low, high
+    z = z_of(confidence)
     se = math.sqrt(sum((t.weight * (t.ci_high - t.ci_low) / (2 * z)) ** 2 for t in terms))
-    return estimate, estimate - z * se, estimate + z * se
+    least, most = (sum(ends) for ends in zip(*(t.attainable() for t in terms)))
+    return estimate, max(estimate - z * se, least), min(estimate + z * se, most)
 
 
 def verdict(ci_low: float, ci_high: float) -> str:
@@ -211,7 +229,7 @@ def _share_term(table: pd.DataFrame, model: str, weight: float = 1.0) -> Term:
     """The share of `model`'s samples holding a byte the truth gives probability 0, with its interval."""
     row = table.set_index("model").loc[model]
     return Term(model, float(row["truth_zero_share"]), float(row["truth_zero_share_ci_low"]),
-                float(row["truth_zero_share_ci_high"]), weight, runs_of(model))
+                float(row["truth_zero_share_ci_high"]), weight, runs_of(model), SHARE)
 
 
 def least_favourable(rows: Sequence[dict], note: str) -> dict:
@@ -282,7 +300,7 @@ def _support_term(table: pd.DataFrame, model: str, method: str, parameter: float
     row = row.iloc[0]
     label = f"{method}{'' if math.isnan(parameter) else f' {parameter:g}'} | {model}"
     return Term(label, float(row[f"{metric}_mean"]), float(row[f"{metric}_ci_low"]), float(row[f"{metric}_ci_high"]),
-                weight, runs_of(model))
+                weight, runs_of(model), SHARE)
 
 
 def support_findings(table: pd.DataFrame, truth: str, confidence: float, n_levels: int = 5) -> list[dict]:
@@ -342,9 +360,10 @@ def support_findings(table: pd.DataFrame, truth: str, confidence: float, n_level
                           f"at matched lost support {METHOD_LABELS[bat]} keeps less false support than "
                           f"{METHOD_LABELS[plain]}", truth,
                           f"false({plain} | {model}) - false({bat} | {model}) at lost support {level:.3g} > 0",
-                          [Term(f"{plain} | {model} at {level:.3g}", p.mean, p.ci_low, p.ci_high, 1.0, runs_of(model)),
+                          [Term(f"{plain} | {model} at {level:.3g}", p.mean, p.ci_low, p.ci_high, 1.0, runs_of(model),
+                                SHARE),
                            Term(f"{bat} | {model} at {level:.3g}", b.mean, b.ci_low, b.ci_high, -1.0,
-                                runs_of(model))], confidence)
+                                runs_of(model), SHARE)], confidence)
                      for level, p, b in zip(levels, plain_at.itertuples(), bat_at.itertuples())]
             if pairs:  # none where the curves share no range of lost support (a grid too short to match them)
                 rows.append(least_favourable(pairs, "every matched lost support"))

