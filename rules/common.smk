@@ -2,6 +2,8 @@
 # (oversmooth.workflow.outputs) as the rules use it, the inputs that several stages read, and job resources. Paths are
 # oversmooth.core.layout's; each stage's own helpers are in rules/helpers/<stage>.smk.
 
+import re
+
 from oversmooth.core.catalog import (
     bottleneck_models,
     byte_bat_methods,
@@ -71,7 +73,6 @@ from oversmooth.workflow.outputs import (
     support_models,
     support_truth,
     planned_outputs,
-    tbat_table_names,
     token_heads_at,
     token_tbat_methods,
     token_tbat_positions,

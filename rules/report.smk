@@ -75,13 +75,12 @@ rule metrics_table:
         table=built_by("metrics_table"),
     params:
         **library_code("metrics_table"),
-        pairs=lambda w: metric_pairs(rows_of(w.table)),
+        builder=lambda w: metrics_table_builder(w.table),
+        pairs=lambda w: summary_pairs(w.table),
         models=lambda w: rows_of(w.table),
         tbat_models=lambda w: tbat_models(w.table),
         methods=lambda w: methods_of(w.table),
-        e_tables={**e_tables(), **truncation_tables()},
-        tbat_tables=tbat_tables(),
-        token_suffix=TOKEN_SUFFIX,
+        ground_truth=lambda w: appendix_e_ground_truth(w.table),
     log:
         log_path("report", "{table}"),
     conda:

@@ -2,7 +2,38 @@
 # A GPU rule at thesis scale (resources.inference_gpus).
 
 
-# A byte-level model continues the sampling prompts' byte prefixes with every method (BAT sampling's included).
+# A byte-level model continues the sampling prompts' byte prefixes with every method: rule sample_with_bat where its
+# methods hold BAT sampling's (a bottlenecked run, a `nanogpt` ground truth, where decoding.bat_methods is set), rule
+# sample where they do not (an SVD head, a mixture of softmaxes, a loaded ground truth). Only sample_with_bat's script
+# runs the BAT solver and only its params carry the solver's settings: a change to them reruns no other byte model's
+# sampling.
+ruleorder: sample_with_bat > sample
+
+
+rule sample_with_bat:
+    input:
+        unpack(logits_inputs),
+    output:
+        samples_path("{model}"),
+    wildcard_constraints:
+        model=bat_sampled_byte_models(),
+    params:
+        **library_code("sample_with_bat"),
+        **byte_sampling_params(),
+        bat=bat_tolerances(HEAD_METHODS),
+    threads: config["resources"]["inference_threads"]
+    resources:
+        **job_resources("inference"),
+    log:
+        log_path("samples", "{model}"),
+    benchmark:
+        benchmark_path("samples", "{model}")
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow/scripts/sample_with_bat.py"
+
+
 rule sample:
     input:
         unpack(logits_inputs),
@@ -12,13 +43,7 @@ rule sample:
         model=pattern("bottleneck", "checkpoint", "mos", "svd", "ground_truth"),
     params:
         **library_code("sample"),
-        sampling=lambda w: sampling_settings(w.model),
-        decoding=lambda w: sampling_decoding_for(w.model),
-        bat=lambda w: bat_tolerances(sampling_decoding_for(w.model)["methods"]),
-        seed=config["seed"],
-        ground_truth=lambda w: loaded_ground_truth(w.model),
-        truth_decoding=lambda w: truth_decoding_of(w.model),
-        document_context=lambda w: scored_by_truth(w.model),  # then sampled in the truth's context
+        **byte_sampling_params(),
     threads: config["resources"]["inference_threads"]
     resources:
         **job_resources("inference"),

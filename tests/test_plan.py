@@ -179,7 +179,7 @@ def test_ba_sampling_s_solver_is_priced_on_a_byte_sample_job_s_gpu_and_in_a_toke
     free = _planner(tmp_path, overlay, costs=replace(costs, bat_sampling_s_per_byte=0.0,
                                                      token_bat_sampling_s={64: 0.0, 576: 0.0}))
     solver_h = {m: priced.job(rule, {"model": m}).gpu_h - free.job(rule, {"model": m}).gpu_h
-                for rule, m in (("sample", "bn-8"), ("sample", "mos-4"), ("sample_direct", "tok-svd-r64"),
+                for rule, m in (("sample_with_bat", "bn-8"), ("sample", "mos-4"), ("sample_direct", "tok-svd-r64"),
                                 ("sample_direct", "tok-full"))}
     assert solver_h["bn-8"] == pytest.approx(2 * 10 * 100 * 4.0e-5 / 3600)  # two BA methods x 1,000 bytes
     assert solver_h["mos-4"] == 0 and solver_h["tok-svd-r64"] == solver_h["tok-full"] == 0  # none, or own jobs

@@ -107,12 +107,13 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
     # the BAT solver (every module of oversmooth.analysis.bat): TBAT, and Table I.1's timings of it; TBAT's job side
     # (its positions, workers and table): the TBAT job alone
     # (and BA-epsilon and BA-eta: support recovery's, the metrics' decoded rows, TBAT after them, and the sample jobs
-    # that run BAT sampling: a byte model's, a token head's BAT job, not its direct one)
-    *[(module, {"tbat", "time_metrics", "table_i_1", "sample", "sample_bat", "support", "bat_decode"})
+    # that run BAT sampling: a byte model's with BAT methods, a token head's BAT job; not a byte model's without BAT
+    # methods, rule sample, nor a token head's direct sampling)
+    *[(module, {"tbat", "time_metrics", "table_i_1", "sample_with_bat", "sample_bat", "support", "bat_decode"})
       for module in BAT_MODULES if module != "sampler"],
     # BAT sampling: the sampling and support jobs, the BA rows of the metrics and of TBAT after BA, not the teacher's
-    # corpus, not the metrics or TBAT jobs, which read the decoded rows, and not a token head's direct sampling
-    ("sampler", {"sample", "sample_bat", "support", "bat_decode"}),
+    # corpus, not the metrics or TBAT jobs, which read the decoded rows, and not the sampling without BAT methods
+    ("sampler", {"sample_with_bat", "sample_bat", "support", "bat_decode"}),
     ("tbat", {"tbat"}),
     # the metrics' tables: the tables and the figures drawn from them, no metrics, TBAT or quality job, and no
     # sample-quality table or other figure (which would reach it through its byte frequencies)
@@ -149,16 +150,18 @@ def test_plotting_code_is_run_by_figure_scripts_only(module):
     ("teacher", {"teacher_corpus"}),
     ("truth", {"quality"}),
     # a truth with known support: the decoding applied wherever the truth is read, and the truth's sampler
-    ("decoded", {"teacher_corpus", "extract_logits", "evaluate_model", "sample", "sample_direct", "sample_bat",
-                 "quality"}),
-    ("sampling", {"teacher_corpus", "sample", "sample_direct", "sample_bat"}),
+    ("decoded", {"teacher_corpus", "extract_logits", "evaluate_model", "sample", "sample_with_bat", "sample_direct",
+                 "sample_bat", "quality"}),
+    ("sampling", {"teacher_corpus", "sample", "sample_with_bat", "sample_direct", "sample_bat"}),
     # the sample jobs' side (prompts in, seeds, Parquet out): the sample jobs alone, not the teacher's corpus, whose
     # rerun would rewrite the teacher's language and everything trained on it
-    ("samples", {"sample", "sample_direct", "sample_bat"}),
+    ("samples", {"sample", "sample_with_bat", "sample_direct", "sample_bat"}),
     # the samples' table and its join: the sample jobs and the join, no quality job (it reads the files)
-    ("sampletable", {"sample", "sample_direct", "sample_bat", "join_samples"}),
-    # a token head's sampling job: the token track's two sample rules, not the byte models' (rule sample)
+    ("sampletable", {"sample", "sample_with_bat", "sample_direct", "sample_bat", "join_samples"}),
+    # a token head's sampling job: the token track's two sample rules, not the byte models' (sample, sample_with_bat)
     ("tokensampling", {"sample_direct", "sample_bat"}),
+    # a byte model's sampling job: the byte track's two sample rules, not the token track's
+    ("bytesampling", {"sample", "sample_with_bat"}),
     ("findings", {"findings", "token_findings"}),
 ])
 def test_analysis_code_is_run_by_the_scripts_that_use_it_only(module, scripts):
@@ -174,14 +177,17 @@ def test_analysis_jobs_do_not_run_plotting_training_or_corpus_code():
         assert not closure(script) & {"plotting", "bytelm", "tokenmarginal", "logits", "headfit", "tokenheads"}, script
     assert not closure("quality") & {"plotting", "logits", "headfit", "tokenheads", "tokenfit", "sampling", "teacher"}
     # the jobs that read or sample a rank-k head (both tracks) do not run the code that fits or draws one
-    for script in ("oversmoothing_metrics", "tbat", "sample", "sample_direct", "sample_bat", "unargmaxable", "table_b"):
+    for script in ("oversmoothing_metrics", "tbat", "sample", "sample_with_bat", "sample_direct", "sample_bat",
+                   "unargmaxable", "table_b"):
         assert not closure(script) & {"headfit", "tokenfit", "tokenstates", "rank", "plotting", "train"}, script
     # the token track's heads on a frozen pretrained LM do not depend on this pipeline's training code
     assert not closure("token_head") & {"train", "corpus", "cluster"}
-    # a byte model's sampling runs no token-track code, a token head's direct sampling no BAT code: an edit to either
-    # reruns the other's sample jobs no more (both did when one script served the three sample rules)
-    assert not closure("sample") & {"tokenheads", "tokensource", "tokensampling", "causallm", "lowrank"}
-    assert not closure("sample_direct") & {*BAT_MODULES, "tbat"}
+    # a byte model's sampling runs no token-track code, a token head's direct sampling and a byte model's without BAT
+    # methods no BAT code: an edit to either reruns the other's sample jobs no more
+    for script in ("sample", "sample_with_bat"):
+        assert not closure(script) & {"tokenheads", "tokensource", "tokensampling", "causallm", "lowrank"}, script
+    for script in ("sample", "sample_direct"):
+        assert not closure(script) & {*BAT_MODULES, "tbat"}, script
 
 
 # the CPU analysis jobs (the byte track's metrics, TBAT and timings: a token-track head's jobs import torch in their

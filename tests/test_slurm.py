@@ -25,7 +25,7 @@ from slurm_cluster import CPU_PARTITION, GPU_PARTITION, profile_command, rule_of
 pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 
 GPU_RULES = {
-    "train_model", "train_segment", "evaluate_model", "extract_logits", "sample", "sample_direct",
+    "train_model", "train_segment", "evaluate_model", "extract_logits", "sample", "sample_with_bat", "sample_direct",
     "rank_constrained_head", "token_states", "token_head",
 }
 TIMING_TABLES = {"table_i_1.csv"}  # seconds, which differ from run to run
@@ -68,7 +68,7 @@ def test_gpu_rules_ask_for_a_gpu_and_cpu_rules_go_to_the_cpu_partition(slurm_run
     _, _, jobs, _ = slurm_run
     rules = {rule_of(job) for job in jobs}
     assert {"train_model", "checkpoint_model", "evaluate_model", "extract_logits", "oversmoothing_metrics", "tbat",
-            "sample", "quality", "token_head"} <= rules
+            "sample_with_bat", "quality", "token_head"} <= rules
     localrules = {"metrics_table", "position_figure", "quality_table", "table_3_1", "table_7_3", "figure_token_heads",
                   "figure_token_bottleneck", "token_findings", "join_samples", "all"}
     assert not rules & localrules

@@ -14,6 +14,7 @@ import pytest
 import torch
 from workflow_helpers import (
     SNAKEMAKE,
+    demo_dry_run,
     follow_advice,
     jobs_an_edit_reruns,
     min_q_i_by_interior_point,
@@ -25,10 +26,14 @@ from workflow_helpers import (
     rule_blocks,
     rules_running,
     snakemake,
+    touched_run,
 )
 
 import oversmooth
+from oversmooth.core.catalog import byte_bat_methods
 from oversmooth.core.io import sha256_file
+from oversmooth.workflow.config import load_config
+from oversmooth.workflow.outputs import TOKEN_SUFFIX, outputs_of
 
 RUNS = ["bn-4", "bn-4-s8", "bn-64", "bn-64-s8"]  # config/smoke.yaml: bottlenecks [4, 64], train.seeds [8]
 SEED_ROWS = ["bn-4 (2 seeds: mean)", "bn-4 (2 seeds: sd)", "bn-64 (2 seeds: mean)", "bn-64 (2 seeds: sd)"]
@@ -60,9 +65,9 @@ def test_dry_run_lists_every_rule(smoke_run):
     expected = {
         "prepare_corpus", "select_prompts", "train_model", "evaluate_model", "table_3_1", "training_figure",
         "extract_logits", "oversmoothing_metrics", "metrics_table", "position_figure", "figure_4_2", "figure_4_3",
-        "tbat", "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "sample_direct", "sample_bat",
-        "join_samples", "convert_smollm2", "quality", "quality_table", "sample_table", "figure_5_1", "svd_model",
-        "effective_rank", "table_7_3", "ngram_rank",
+        "tbat", "unargmaxable", "table_b", "time_metrics", "table_i_1", "sample", "sample_with_bat", "sample_direct",
+        "sample_bat", "join_samples", "convert_smollm2", "quality", "quality_table", "sample_table", "figure_5_1",
+        "svd_model", "effective_rank", "table_7_3", "ngram_rank",
         "anisotropy", "table_godey_anisotropy", "figure_godey_anisotropy", "rank_constrained_head",
         "figure_godey_rank_loss", "checkpoint_model", "loss_matched", "figure_loss_matched",
         "token_states", "token_head", "figure_token_heads", "token_prompts", "figure_token_quality", "findings",
@@ -108,7 +113,7 @@ def test_changing_one_bottleneck_reruns_only_that_model_and_its_descendants(smok
     assert planned_rules(output) == {
         "train_model", "evaluate_model", "table_3_1", "training_figure", "extract_logits", "oversmoothing_metrics",
         "metrics_table", "position_figure", "figure_4_2", "figure_4_3", "tbat", "unargmaxable", "table_b",
-        "time_metrics", "table_i_1", "sample", "quality", "quality_table", "sample_table", "figure_5_1",
+        "time_metrics", "table_i_1", "sample_with_bat", "quality", "quality_table", "sample_table", "figure_5_1",
         "effective_rank", "table_7_3", "anisotropy", "table_godey_anisotropy", "figure_godey_anisotropy",
         "rank_constrained_head", "figure_godey_rank_loss", "checkpoint_model", "loss_matched", "figure_loss_matched",
         "findings", "bat_decode", "all",
@@ -130,9 +135,9 @@ def test_changing_a_prompt_setting_reruns_the_prompts_and_their_readers_not_trai
     assert planned_rules(output) == {
         "select_prompts", "extract_logits", "oversmoothing_metrics", "metrics_table",
         "position_figure", "figure_4_2", "figure_4_3", "tbat", "time_metrics", "table_i_1",
-        "sample", "quality", "quality_table", "sample_table", "figure_5_1", "effective_rank", "table_7_3",
-        "anisotropy", "table_godey_anisotropy", "figure_godey_anisotropy", "loss_matched", "figure_loss_matched",
-        "token_states", "figure_token_heads", "figure_token_bottleneck", "findings", "token_findings",
+        "sample", "sample_with_bat", "quality", "quality_table", "sample_table", "figure_5_1", "effective_rank",
+        "table_7_3", "anisotropy", "table_godey_anisotropy", "figure_godey_anisotropy", "loss_matched",
+        "figure_loss_matched", "token_states", "figure_token_heads", "figure_token_bottleneck", "findings", "token_findings",
         "bat_decode", "all",
     }
 
@@ -268,12 +273,13 @@ def test_comments_and_docstrings_rerun_nothing(smoke_run, tmp_path):
     ("reporting.figures", "def figure_4_2(", FIGURE_RULES),
     # the BAT solver: TBAT, Table I.1's timings of it, and the tables that show TBAT (4.1, E.7, E.8, the
     # loss-matched table), the findings read from them and the token track's figure of them; and BAT sampling's
-    # jobs (a byte model's sample job, a token head's sample_bat and its join; no token head's direct sampling) with
-    # the quality jobs and tables that read the samples; and the bottlenecks' BA-decoded rows (bat_decode) with the
-    # metrics jobs that read them and Figure 4.2; no model
+    # jobs (a byte model's sample_with_bat, a token head's sample_bat and its join; no sampling of a model without
+    # BAT methods, rule sample: the SVD heads and mos-4; no token head's direct sampling) with the quality jobs and
+    # tables that read the samples; and the bottlenecks' BA-decoded rows (bat_decode) with the metrics jobs that
+    # read them and Figure 4.2; no model
     ("analysis.bat.solver", "class BATSolver",
      {"tbat", "time_metrics", "table_i_1", "metrics_table", "loss_matched", "figure_loss_matched", "findings",
-      "token_findings", "figure_token_bottleneck", "sample", "sample_bat", "join_samples", "quality",
+      "token_findings", "figure_token_bottleneck", "sample_with_bat", "sample_bat", "join_samples", "quality",
       "quality_table", "sample_table", "figure_5_1", "figure_token_quality", "bat_decode", "oversmoothing_metrics",
       "figure_4_2"}),
     # a metric's formula: the metrics, their timings, and the tables and figures of their summaries; no sample-quality
@@ -344,6 +350,60 @@ def test_a_metric_formula_edit_reruns_76_demo_jobs(tmp_path):
     assert not set(jobs) & {"quality_table", "sample_table", "training_figure", "figure_5_1", "tbat", "quality"}
 
 
+@pytest.mark.workflow
+def test_a_bat_solver_edit_reruns_82_demo_jobs(tmp_path):
+    """docs/dag.md's count for the demo: the jobs of the rules whose scripts reach the solver, and what is computed
+    from theirs. The samples of the models that sample no BAT method (rule sample: svd-r4, svd-r32) and their quality
+    jobs are not among them: they were (87 jobs), when one script sampled every byte model."""
+    jobs = jobs_an_edit_reruns("analysis.bat.solver", tmp_path)
+    assert sum(jobs.values()) == 82, jobs
+    assert jobs["tbat"] == 20 and jobs["bat_decode"] == 5 and jobs["oversmoothing_metrics"] == 10, jobs
+    assert jobs["sample_with_bat"] == 5 and jobs["quality"] == 5 and jobs["metrics_table"] == 16, jobs
+    assert not set(jobs) & {"sample", "sample_direct", "train_model", "extract_logits", "svd_model"}, jobs
+
+
+@pytest.mark.workflow
+def test_a_method_list_change_plans_81_demo_jobs_and_no_table_that_reads_nothing_it_changed(tmp_path):
+    """docs/dag.md's counts, on a demo run finished without computing (`touched_run`): each metrics table's params
+    are its own table's, so that removing a method (or every BAT method) reruns neither the token track's tables,
+    whose heads are measured after `tokens.methods`, nor Tables 7.1 and 7.2, whose SVD heads after `svd.decoding`.
+    Every metrics table's params held every table's methods once: 91 and 61 jobs."""
+    touched_run(tmp_path / "demo")
+    unchanged = {"table_7_1", "table_7_2", *metrics_tables_of_the_token_track("config.yaml")}
+    override = tmp_path / "override.yaml"
+    for settings, count in (("methods: [pure, greedy, top_k, top_p, temperature, epsilon, eta, typical]", 81),
+                            ("bat_methods: []", 51)):
+        override.write_text(f"decoding:\n  {settings}\n")
+        jobs = planned_jobs(demo_dry_run(tmp_path / "demo", override))
+        tables = {wildcards.removeprefix("table=") for rule, wildcards in jobs if rule == "metrics_table"}
+        assert len(jobs) == count and len(tables) == 13 and not tables & unchanged, (settings, len(jobs), tables)
+        assert not {"figure_token_bottleneck", "token_findings"} & {rule for rule, _ in jobs}, settings
+
+
+def metrics_tables_of_the_token_track(config: str) -> set[str]:
+    """The token track's metrics tables that config/<config> builds."""
+    return {name for name in outputs_of(repo_config(config), "metrics_table") if name.endswith(TOKEN_SUFFIX)}
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("override, token_tables_rerun", [
+    # BAT sampling's methods out of the byte track: the token track's heads are measured after decoding.methods
+    ("decoding:\n  bat_methods: []\ntokens:\n  sampling:\n    methods: [pure, top_p, mirostat]\n", False),
+    # a truncation sampler out: the token track's heads are measured after it (tokens.methods null), the SVD heads
+    # after svd.decoding (pure) only
+    ("decoding:\n  methods: [pure, greedy, top_k, top_p, temperature, epsilon, eta, typical]\n", True),
+])
+def test_a_method_list_change_reruns_no_metrics_table_that_reads_nothing_it_changed(smoke_run, tmp_path, override,
+                                                                                    token_tables_rerun):
+    """Each metrics table's params carry its own table's rows, methods and ground truth: a method list change reruns
+    the tables that show a changed method or read a changed summary, not every table (all of them once)."""
+    jobs = planned_jobs(dry_run_with_override(smoke_run, tmp_path, override))
+    tables = {wildcards.removeprefix("table=") for rule, wildcards in jobs if rule == "metrics_table"}
+    token_tables = metrics_tables_of_the_token_track("smoke.yaml")
+    assert "table_6_1" in tables and not tables & {"table_7_1", "table_7_2"}, tables
+    assert (tables >= token_tables) if token_tables_rerun else not tables & token_tables, tables
+
+
 HELLINGER = """
 
 def hellinger(p: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -377,7 +437,8 @@ def test_the_add_a_metric_recipe_reruns_the_metric_jobs_and_adds_its_column(smok
     assert "oversmoothing_metrics" in planned
     running = rules_running("analysis.metrics", copy) | rules_running("core.labels", copy)  # the two modules edited
     assert planned <= running | {"all", "findings", "token_findings"}, planned
-    assert not planned & {"train_model", "extract_logits", "sample", "sample_direct", "token_head", "evaluate_model"}
+    assert not planned & {"train_model", "extract_logits", "sample", "sample_with_bat", "sample_direct", "token_head",
+                          "evaluate_model"}
     # TBAT and sample quality only summarise with the statistics of `analysis.summary`: they run no metric's formula
     assert not planned & {"tbat", "quality", "unargmaxable", "table_b"}, planned
     config = repo_config("smoke.yaml")
@@ -481,6 +542,24 @@ def test_one_table_from_a_clean_state_builds_only_what_it_needs(repo, tmp_path):
 
 
 @pytest.mark.workflow
+@pytest.mark.parametrize("overlay", ["", "decoding:\n  bat_methods: []\ntokens:\n  sampling:\n    methods: [pure]\n"])
+def test_each_byte_model_is_sampled_by_the_rule_of_its_methods(repo, tmp_path, overlay):
+    """A byte model whose methods hold BAT sampling's is sampled by rule sample_with_bat, whose script runs the solver,
+    any other by rule sample, whose script imports no BAT code: on the smoke config the bottlenecks and the nanogpt
+    ground truth by the first, mos-4 and the SVD heads by the second; every model by the second without BAT methods."""
+    override = tmp_path / "override.yaml"
+    override.write_text(overlay or "{}\n")
+    config = load_config(repo / "config" / "config.yaml", repo / "config" / "smoke.yaml", override)
+    jobs = planned_jobs(snakemake(tmp_path / "run", "-n", "all", overrides=[override]).stdout)
+    sampled = {wildcards.removeprefix("model="): rule for rule, wildcards in jobs
+               if rule in ("sample", "sample_with_bat")}
+    assert {"bn-4", "bn-64-s8", "gt-nanogpt", "mos-4", "svd-r4"} <= set(sampled), sampled
+    assert all(rule == ("sample_with_bat" if byte_bat_methods(config, model) else "sample")
+               for model, rule in sampled.items()), sampled
+    assert (sampled["bn-4"] == "sample") == bool(overlay), sampled
+
+
+@pytest.mark.workflow
 @pytest.mark.parametrize("methods, parts", [
     ("[pure, top_p]", {"sample_direct"}),  # no BAT sampling: the join takes the direct samples alone
     ("[ba_eta]", {"sample_bat"}),  # BAT sampling alone: no direct job loads the source for no method
@@ -578,9 +657,8 @@ def test_ba_settings_rerun_only_the_jobs_that_decode_or_sample_with_bat(smoke_ru
     # the solver's tolerances: BA sampling too (the byte models with a head matrix, the token heads' BA jobs)
     # and the joins of a token head's samples, not its other methods' samples (a GPU job at thesis scale)
     jobs = planned_jobs(dry_run_with_override(smoke_run, tmp_path, "tbat:\n  zero_tol: 2.0e-9\n"))
-    assert {"bat_decode", "sample", "sample_bat", "join_samples"} <= {r for r, _ in jobs}
-    assert ("sample", "model=bn-4") in jobs and ("sample", "model=mos-4") not in jobs
-    assert "sample_direct" not in {r for r, _ in jobs}
+    assert {"bat_decode", "sample_with_bat", "sample_bat", "join_samples"} <= {r for r, _ in jobs}
+    assert ("sample_with_bat", "model=bn-4") in jobs and not {"sample", "sample_direct"} & {r for r, _ in jobs}
     # a token-track method list that BA sampling's jobs do not run
     jobs = planned_jobs(dry_run_with_override(smoke_run, tmp_path, "tokens:\n  sampling:\n    methods: "
                                                                 "[pure, top_p, ba_eta, mirostat, top_k]\n"))

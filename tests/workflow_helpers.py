@@ -195,6 +195,33 @@ def jobs_an_edit_reruns(module: str, empty: Path, *configfiles: str) -> Counter[
     return Counter(rules[job] for job in rerun)
 
 
+def touched_run(folder: Path, *configfiles: str) -> None:
+    """A run of config/config.yaml with `configfiles` over it in `folder`, finished without computing anything: every
+    file of `all` written empty, then every job recorded by `snakemake --touch --forceall` with its params as a job
+    that ran records them (a minute, where a run takes many). A dry run on it plans what a change of settings or code
+    would rerun in a finished run, not what a changed file would."""
+    configs = ["--configfile", *(str(REPO / "config" / name) for name in configfiles)] if configfiles else []
+    command = [str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "--directory", str(folder), *configs]
+    summary = subprocess.run([*command, "--summary", "all"], capture_output=True, text=True, timeout=300, check=True)
+    for line in summary.stdout.splitlines()[1:]:  # after the header: a file of the run, its date, rule, ..., status
+        path = folder / line.split("\t", 1)[0]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    subprocess.run([*command, "--cores", "1", "--touch", "--forceall", "all"], capture_output=True, text=True,
+                   timeout=900, check=True)
+
+
+def demo_dry_run(folder: Path, *configfiles: Path) -> str:
+    """The output of `snakemake -n all` on the demo config (config/config.yaml) with `configfiles` over it in
+    `folder`."""
+    configs = ["--configfile", *map(str, configfiles)] if configfiles else []
+    command = [str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "--directory", str(folder), *configs, "-n", "all"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    if result.returncode != 0:
+        pytest.fail(f"snakemake -n all failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result.stdout + result.stderr
+
+
 def module_at(revision: str, path: str):
     """`path` (a module of the package) as it was at `revision`, loaded beside today's package by
     benchmarks/shared.module_at (git's history is needed): an oracle of the code before a change."""

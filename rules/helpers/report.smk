@@ -12,28 +12,43 @@ def truncation_tables():
     return truncation_table_names(ground_truth_models(config), measured_methods(config))
 
 
-def tbat_tables():
-    """The TBAT tables (appendix E's and the truncation samplers'): name -> decoding methods."""
-    return tbat_table_names(measured_methods(config))
+def appendix_e_ground_truth(table):
+    """The ground truth of an appendix-E table of one ground truth (E.1-E.6, the truncation samplers'
+    `table_truncation_<ground truth>`), else None."""
+    return {**e_tables(), **truncation_tables()}.get(table, (None, None))[0]
+
+
+def metrics_table_builder(table):
+    """The `oversmooth.reporting.metrics_report` function that builds a metrics table: `table_e_tbat` for TBAT per
+    method (E.7, E.8, the truncation samplers' TBAT table and their token versions), `table_e` for an appendix-E table
+    of one ground truth, else the one named after the table (4.1, 4.2, 6.1, 7.1, 7.2, F.1 and their token versions)."""
+    if output(config, table).reads == ("tbat",):
+        return "table_e_tbat"
+    return "table_e" if appendix_e_ground_truth(table) else table.removesuffix(TOKEN_SUFFIX)
+
+
+def summary_pairs(table):
+    """The (model, reference) pairs whose metric summaries a metrics table reads (none for TBAT's tables)."""
+    return metric_pairs(rows_of(table)) if "metrics" in output(config, table).reads else []
 
 
 def tbat_models(table):
-    """The models whose TBAT a metrics table shows (Table 4.1's columns, E.7, E.8): the bottlenecks, or for the
-    token track's versions its heads at `tokens.tbat_ranks` among the table's rows (tok-full: E.7, E.8 only)."""
+    """The models whose TBAT a metrics table reads (Table 4.1's columns, E.7, E.8, the truncation samplers' TBAT
+    table): the bottlenecks, or for the token track's versions its heads at `tokens.tbat_ranks` among the table's rows
+    (tok-full: E.7, E.8 only); none for a table that reads no TBAT."""
+    if "tbat" not in output(config, table).reads:
+        return []
     if table.endswith(TOKEN_SUFFIX):
         return [m for m in token_heads_at(config, "tbat_ranks") if m in rows_of(table)]
     return bottleneck_models(config)
 
 
 def metrics_table_inputs(wildcards):
-    """The metric summaries of the table's rows, and TBAT's summaries where it reads them (Table 4.1, E.7, E.8 and
-    their token versions)."""
-    reads, inputs = output(config, wildcards.table).reads, {}
-    if "metrics" in reads:
-        inputs["summaries"] = [metrics_path(m, gt, "summary") for m, gt in metric_pairs(rows_of(wildcards.table))]
-    if "tbat" in reads and tbat_models(wildcards.table):
-        inputs["tbat"] = [tbat_path(m, "summary") for m in tbat_models(wildcards.table)]
-    return inputs
+    """The metric summaries of the table's pairs, and TBAT's summaries where it reads them (Table 4.1, E.7, E.8,
+    the truncation samplers' TBAT table and their token versions)."""
+    inputs = {"summaries": [metrics_path(m, gt, "summary") for m, gt in summary_pairs(wildcards.table)],
+              "tbat": [tbat_path(m, "summary") for m in tbat_models(wildcards.table)]}
+    return {name: files for name, files in inputs.items() if files}
 
 
 def human_of(table):

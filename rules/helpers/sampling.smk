@@ -12,6 +12,30 @@ def sampling_decoding_for(model, methods=None):
     return sampler_decoding_settings(config["decoding"], methods, token=token)
 
 
+def byte_sampling_params():
+    """What a byte model's samples depend on but code and BAT sampling's solver (rules sample and sample_with_bat):
+    its sampling and decoding settings, the seed, a loaded ground truth's entry, a truth's decoding, and whether it
+    samples in the truth's document context."""
+    return {
+        "sampling": lambda w: sampling_settings(w.model),
+        "decoding": lambda w: sampling_decoding_for(w.model),
+        "seed": config["seed"],
+        "ground_truth": lambda w: loaded_ground_truth(w.model),
+        "truth_decoding": lambda w: truth_decoding_of(w.model),
+        "document_context": lambda w: scored_by_truth(w.model),  # then sampled in the truth's context
+    }
+
+
+def bat_sampled_byte_models():
+    """The byte models sampled with a BAT method, as rule sample_with_bat's wildcard constraint: where
+    `decoding.bat_methods` is set, every bottlenecked run and the `nanogpt` ground truths but a teacher's truth (those
+    `byte_bat_methods` gives BAT methods), else a pattern that no name matches."""
+    if not config["decoding"].get("bat_methods"):
+        return "(?!)"
+    truths = [m for m in ground_truth_models(config) if byte_bat_methods(config, m)]
+    return "|".join([pattern("bottleneck"), *map(re.escape, truths)])
+
+
 def token_bat_sampling_methods():
     """BAT sampling's methods among the token track's: each a CPU job of its own per head (rule sample_bat), since
     its solver runs on the CPU (tok-full ~0.3 s a token) while a sample job would hold a GPU."""

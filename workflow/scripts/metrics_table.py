@@ -1,6 +1,7 @@
 """Snakemake adapter: one oversmoothing table (4.1, 4.2, 6.1, 7.1, 7.2, E.n, F.1, the truncation samplers'
 `table_truncation_<ground truth>` and `_tbat`, and the token track's `<table>_tokens`) from the per-pair and TBAT
-summaries."""
+summaries. Its params are its own table's (its builder, rows, methods and ground truth), so that a method list
+change reruns only the tables that show the method or read what it changed."""
 
 from oversmooth.core.job import workflow_job
 from oversmooth.reporting import metrics_report as mr
@@ -9,20 +10,19 @@ from oversmooth.reporting.seeds import write_table
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 
 with workflow_job(smk.log[0]):
-    name, models, methods = smk.wildcards.table, smk.params.models, smk.params.methods
-    name = name.removesuffix(smk.params.token_suffix)  # the token track's tables are the byte track's, other rows
-    summary = mr.load_summaries(dict(zip(map(tuple, smk.params.pairs), smk.input.summaries))) if "summaries" in smk.input.keys() else None
-    tbat = mr.load_tbat_summaries(dict(zip(smk.params.tbat_models, smk.input.tbat))) if "tbat" in smk.input.keys() else None
-    if name in smk.params.tbat_tables:
-        table = mr.table_e_tbat(tbat, models, smk.params.tbat_tables[name])
-    elif name in smk.params.e_tables:
-        ground_truth, chosen = smk.params.e_tables[name]
-        table = mr.table_e(summary, models, ground_truth, chosen)
-    elif name == "table_4_1":
-        table = mr.table_4_1(summary, models, tbat)  # tbat None: no TBAT columns (the token track)
-    elif name == "table_6_1":
-        table = mr.table_6_1(summary, models, methods)
+    p = smk.params
+    summary = mr.load_summaries(dict(zip(map(tuple, p.pairs), smk.input.summaries))) if p.pairs else None
+    tbat = mr.load_tbat_summaries(dict(zip(p.tbat_models, smk.input.tbat))) if p.tbat_models else None
+    if p.builder == "table_e_tbat":
+        table = mr.table_e_tbat(tbat, p.models, p.methods)
+    elif p.builder == "table_e":
+        table = mr.table_e(summary, p.models, p.ground_truth, p.methods)
+    elif p.builder == "table_4_1":
+        table = mr.table_4_1(summary, p.models, tbat)  # tbat None: no TBAT columns (the token track)
+    elif p.builder == "table_6_1":
+        table = mr.table_6_1(summary, p.models, p.methods)
     else:
-        tables = {"table_4_2": mr.table_4_2, "table_7_1": mr.table_7_1, "table_7_2": mr.table_7_2, "table_f_1": mr.table_f_1}
-        table = tables[name](summary, models)
+        tables = {"table_4_2": mr.table_4_2, "table_7_1": mr.table_7_1, "table_7_2": mr.table_7_2,
+                  "table_f_1": mr.table_f_1}
+        table = tables[p.builder](summary, p.models)
     write_table(table, smk.output[0])

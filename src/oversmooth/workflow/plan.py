@@ -286,6 +286,8 @@ class Planner:
         bat = sum(m in HEAD_METHODS for m in methods)
         self._host_seconds(cost, bat * per_method * self.costs.bat_sampling_s_per_byte)
 
+    _sample_with_bat = _sample  # a byte model sampled with BAT methods: the same job, its script runs the solver
+
     def _sample_direct(self, cost: JobCost, wildcards: Mapping[str, str]) -> None:
         """A token-track model's samples with the track's methods but BAT sampling's (those: `_sample_bat`)."""
         methods = [m for m in self._token_methods() if m not in HEAD_METHODS]
