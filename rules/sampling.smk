@@ -29,7 +29,7 @@ rule sample_with_bat:
     benchmark:
         benchmark_path("samples", "{model}")
     conda:
-        "../envs/torch.yaml"
+        "../envs/oversmooth.yaml"
     script:
         "../workflow/scripts/sample_with_bat.py"
 
