@@ -56,16 +56,20 @@ def replace_requested(overrides: Mapping[str, Any]) -> bool:
     return str(overrides.get(REPLACE_KEY, "")).lower() in ("true", "1", "yes")
 
 
+def shown(files: Sequence[str]) -> str:
+    """Config files as a command names them (the default config, always first, left out)."""
+    return " ".join(files[1:]) or "(none: config/config.yaml alone)"
+
+
 def check_run_config(folder: str | os.PathLike, files: Sequence[str], replace: bool = False) -> None:
     """Refuse a command in `folder` whose config files (`config_files`) do not start with those its run was made
     with, unless `replace`: the error names both lists, the command that continues the run and the override."""
     recorded = recorded_config_files(folder)
     if recorded is None or replace or list(files[:len(recorded)]) == recorded:
         return
-    shown = lambda names: " ".join(names[1:]) or "(none: config/config.yaml alone)"  # noqa: E731
     raise RunConfigError(
         f"{Path(folder).resolve()} was made with the config files {shown(recorded)} ({RUN_CONFIG}); this command "
-        f"names {shown(list(files))}. Its jobs would replace that run's results with another config's. Name the "
+        f"names {shown(files)}. Its jobs would replace that run's results with another config's. Name the "
         f"run's files first: --configfile {' '.join(recorded[1:]) or DEFAULT_CONFIG} [more files]; or, to replace "
         f"that run's config on purpose, add --config {REPLACE_KEY}=true")
 
