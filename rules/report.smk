@@ -81,6 +81,7 @@ rule metrics_table:
         tbat_models=lambda w: tbat_models(w.table),
         methods=lambda w: methods_of(w.table),
         ground_truth=lambda w: appendix_e_ground_truth(w.table),
+        token_suffix=TOKEN_SUFFIX,  # the report's caption tells the token track's tables by it
     log:
         log_path("report", "{table}"),
     conda:

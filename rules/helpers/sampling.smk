@@ -27,7 +27,7 @@ def byte_sampling_params():
 
 
 def bat_sampled_byte_models():
-    """The byte models sampled with a BAT method, as rule sample_with_bat's wildcard constraint: where
+    """The byte models sampled with a BAT method (the wildcard constraint of rule sample_with_bat). Where
     `decoding.bat_methods` is set, every bottlenecked run and the `nanogpt` ground truths but a teacher's truth (those
     `byte_bat_methods` gives BAT methods), else a pattern that no name matches."""
     if not config["decoding"].get("bat_methods"):
