@@ -121,7 +121,8 @@ def drill(cluster, tmp_path_factory):
         subprocess.run(["scancel", job_id], env=cluster.env, check=False)
     _wait_for("the cancelled jobs to end", lambda: not _active_jobs(cluster), None, 180)
     # 3. start the controller again, as the user would: unlock, then the same command
-    subprocess.run(snakemake_command(workdir, "--unlock", DRILL_TARGET, overrides=overrides), check=True,
+    subprocess.run(snakemake_command(workdir, "--unlock", DRILL_TARGET, overrides=[workdir / "cluster.yaml",
+                                                                          *overrides]), check=True,
                    capture_output=True, env=cluster.env)
     second = subprocess.run(command, capture_output=True, text=True, env=cluster.env, check=False)
     seconds = time.monotonic() - started
