@@ -269,6 +269,6 @@ def test_the_fault_drill(drill, tmp_path):
     assert recovery.poll() is None, "the recovery command ended before it could be interrupted"
     os.killpg(recovery.pid, signal.SIGINT)
     assert recovery.wait(timeout=300) != 0 and not samples.exists()
-    assert ("sample", "model=bn-4") in planned_jobs(drill.planned("all")[1])
+    assert ("sample_with_bat", "model=bn-4") in planned_jobs(drill.planned("all")[1])  # bn-4 samples BAT methods
     drill.snakemake("all")
     assert drill.complete() and fingerprint(run) == untouched
