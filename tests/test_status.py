@@ -275,7 +275,8 @@ def test_the_status_of_the_smoke_run_cut_mid_way_through_a_training(smoke_run, t
     training = next(job for job in sorted(jobs.values(), key=lambda job: job.end or job.start, reverse=True)
                     if job.rule == "train_model")  # the last to finish: others finish while it runs
     model = training.wildcards.split("=", 1)[1]
-    cut = next(i for i, line in enumerate(log_lines) if line.strip() == f"jobid: {training.jobid}") + 1
+    head = next(i for i, line in enumerate(log_lines) if line.strip() == f"jobid: {training.jobid}")
+    cut = next(i for i in range(head, len(log_lines)) if not log_lines[i].startswith("    "))  # its block's end
     run = tmp_path / "run"
     _write_run(run, "".join(log_lines[:cut]))
     cut_jobs = parse_snakemake_log(log_lines[:cut])

@@ -175,8 +175,9 @@ def training_progress(folder: Path, running: bool) -> Training | None:
 
 def running_trainings(jobs: Mapping[int, Job], ended: bool) -> set[str]:
     """The models a training job of the log is running for."""
-    return {dict(item.split("=", 1) for item in job.wildcards.split(", ") if "=" in item).get("model", "")
-            for job in jobs.values() if job.rule in TRAIN_RULES and job_state(job, ended) == "running"}
+    models = {dict(item.split("=", 1) for item in job.wildcards.split(", ") if "=" in item).get("model")
+              for job in jobs.values() if job.rule in TRAIN_RULES and job_state(job, ended) == "running"}
+    return models - {None}
 
 
 def trainings(workdir: Path, running: set[str]) -> list[Training]:
