@@ -7,7 +7,7 @@ CORES ?= all
 TEST_WORKERS ?= 2
 STAMP := $(VENV)/.installed
 
-.PHONY: install lock demo demo-teacher report test dryrun check plan profile docs clean
+.PHONY: install lock demo demo-teacher report test dryrun check plan profile status docs clean
 
 install: $(STAMP)
 
@@ -74,6 +74,11 @@ plan: install
 WORKDIR ?= .
 profile: install
 	$(BIN)/python -m oversmooth.workflow.runprofile --workdir $(WORKDIR)
+
+# Where a run stands, running or finished, beside the workflow (no lock): its trainings, its jobs per stage, and
+# each rule's requested runtime and memory beside what its jobs used (WORKDIR: the run's folder)
+status: install
+	$(BIN)/python -m oversmooth.workflow.status --workdir $(WORKDIR)
 
 # The docs' generated blocks (config reference, rule graph) and docs/rulegraph.svg (needs Graphviz's dot).
 docs: install

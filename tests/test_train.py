@@ -1,3 +1,5 @@
+import csv
+import io
 import json
 import math
 import os
@@ -22,6 +24,7 @@ from oversmooth.core.spectra import singular_entropy_gap, singular_values
 from oversmooth.models.checkpoints import load_model
 from oversmooth.models.model import GPT
 from oversmooth.models.train import (
+    LOG_COLUMNS,
     PREEMPTED_EXIT_CODE,
     Runtime,
     TrainConfig,
@@ -411,3 +414,98 @@ def test_a_bf16_training_step_on_cpu_stays_near_float32(shards):
     largest = max(g.norm().item() for g in fp32.values())
     errors = {k: ((bf16[k] - g).norm() / g.norm()).item() for k, g in fp32.items() if g.norm() > 1e-4 * largest}
     assert len(errors) >= len(fp32) - 2 and max(errors.values()) <= 0.05, errors
+
+
+# ----------------------------------------------------------------------------------------------
+# The log as it goes: a whole row per evaluation in the partial log, continued by a resumed job and by the next
+# segment's, written out as train_log.csv at the end
+
+
+def _partial_log(out) -> Path:
+    return Path(out) / "train_log.partial.csv"
+
+
+def _partial_rows(out) -> list[int]:
+    """The iterations of the partial log's rows; every line a whole one."""
+    text = _partial_log(out).read_bytes().decode()
+    assert text.endswith("\r\n") and text.startswith("iteration,tokens_seen,"), text
+    return pd.read_csv(_partial_log(out))["iteration"].tolist()
+
+
+def _old_log_bytes(rows) -> bytes:
+    """train_log.csv as the training wrote it at its end before it wrote its log as it went."""
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=LOG_COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue().encode()
+
+
+def test_the_log_grows_a_whole_row_per_evaluation_as_the_training_goes(shards, tmp_path, monkeypatch):
+    import oversmooth.models.train as training
+
+    seen, estimate = [], training.estimate_loss
+
+    def estimate_and_read_the_log(*args, **kwargs):  # at each evaluation, before its row: the rows so far
+        if kwargs["seed"] == TRAIN["seed"] + 2:  # the validation loss, an evaluation's first
+            seen.append(_partial_rows(tmp_path) if _partial_log(tmp_path).exists() else None)
+        return estimate(*args, **kwargs)
+
+    monkeypatch.setattr(training, "estimate_loss", estimate_and_read_the_log)
+    state = train_model(_spec(shards, tmp_path))
+    assert seen == [[], [0], [0, 6], [0, 6, 12], [0, 6, 12, 18]]
+    # at the end: train_log.csv, byte for byte what the training wrote before, and no partial log left
+    assert (tmp_path / "train_log.csv").read_bytes() == _old_log_bytes(state.rows)
+    assert not _partial_log(tmp_path).exists() and not (tmp_path / "train_log.partial.json").exists()
+
+
+def test_a_row_is_appended_in_one_write_and_synced(tmp_path, monkeypatch):
+    import oversmooth.models.train as training
+
+    training.start_partial_log(tmp_path, [], TrainConfig(**TRAIN), until=None)
+    calls = []
+    write, fsync = os.write, os.fsync
+    monkeypatch.setattr(os, "write", lambda fd, data: calls.append(("write", bytes(data))) or write(fd, data))
+    monkeypatch.setattr(os, "fsync", lambda fd: calls.append(("fsync", None)) or fsync(fd))
+    row = {"iteration": 6, "tokens_seen": 1536, "train_loss": 2.5, "val_loss": 2.25, "lr": 0.001, "seconds": 1.25,
+           "head_singular_entropy_gap": 0.125}
+    training.append_log_row(tmp_path, row)
+    assert calls == [("write", b"6,1536,2.5,2.25,0.001,1.25,0.125\r\n"), ("fsync", None)]
+    assert _partial_rows(tmp_path) == [6]
+    assert json.loads((tmp_path / "train_log.partial.json").read_text()) == {"max_iters": 24, "eval_interval": 6,
+                                                                            "until": None}
+
+
+def test_a_stopped_training_leaves_its_rows_and_its_retry_continues_the_file_without_duplicates(shards, tmp_path):
+    train_model(_spec(shards, tmp_path / "full"))
+    out = tmp_path / "resumed"
+    with pytest.raises(SystemExit):  # stopped at iteration 15: its log read mid-training has the rows so far
+        train_model(_spec(shards, out, stop_after_iters=15))
+    assert _partial_rows(out) == [0, 6, 12]
+    kept = _partial_log(out).read_bytes()
+    # a row written after the last saved state (the job killed between the two), which the retry evaluates again
+    with open(_partial_log(out), "ab") as log:
+        log.write(b"18,9999,9.0,9.0,0.001,99.0,0.5\r\n")
+    with pytest.raises(SystemExit):
+        train_model(_spec(shards, out, stop_after_iters=20))
+    assert _partial_log(out).read_bytes().startswith(kept)  # the rows up to the resume point kept, seconds and all
+    assert _partial_rows(out) == [0, 6, 12, 18]
+    train_model(_spec(shards, out))
+    full = pd.read_csv(tmp_path / "full" / "train_log.csv").drop(columns="seconds")
+    pd.testing.assert_frame_equal(full, pd.read_csv(out / "train_log.csv").drop(columns="seconds"))
+    assert not _partial_log(out).exists()
+
+
+def test_the_segments_of_a_training_grow_one_log(shards, tmp_path):
+    train = {**TRAIN, "iters_per_job": 7}
+    out, previous = tmp_path / "jobs", None
+    for end, rows in zip(segment_ends(train), ([0, 6], [0, 6, 12], [0, 6, 12, 18])):
+        state_out = str(out / "segments" / f"{end}.pt")
+        train_model(_spec(shards, out, train=train, until=end, state_out=state_out, resume_from=previous))
+        assert _partial_rows(out) == rows
+        assert json.loads((out / "train_log.partial.json").read_text())["until"] == end
+        previous = state_out
+    state = train_model(_spec(shards, out, train=train, resume_from=previous))
+    assert (out / "train_log.csv").read_bytes() == _old_log_bytes(state.rows)
+    assert pd.read_csv(out / "train_log.csv")["iteration"].tolist() == [0, 6, 12, 18, 24]
+    assert not _partial_log(out).exists()

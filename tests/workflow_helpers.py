@@ -246,3 +246,11 @@ def min_q_i_by_interior_point(Q: np.ndarray, p: np.ndarray, i: int, threshold: f
     q = u * x
     assert np.abs(Q @ q - b).max() <= 1e-9 and q.min() >= 0 and (q - u).max() <= 0  # a point of P
     return q[i], u[i] * (y @ b + np.minimum(0.0, cost - A.T @ y).sum())  # weak duality, over every token
+
+
+def status_rows(lines: list[str], title: str) -> dict[str, list[str]]:
+    """The rows of one table of a run's status (`oversmooth.workflow.status`), by their first word, the header's
+    included: the table under the line that starts with `title`, up to the next empty line."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(title)) + 1
+    end = next((i for i in range(start, len(lines)) if not lines[i]), len(lines))
+    return {line.split()[0]: line.split()[1:] for line in lines[start:end]}

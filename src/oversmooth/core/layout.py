@@ -26,6 +26,12 @@ def model_path(model: str, name: str) -> str:
     return f"{RESULTS}/models/{model}/{name}"
 
 
+# A training's log as it goes (oversmooth.models.train), in its model's folder beside train_log.csv, which it becomes
+# at the training's end, and the settings its readers need (max_iters, eval_interval, the running job's `until`)
+PARTIAL_TRAIN_LOG = "train_log.partial.csv"
+PARTIAL_TRAIN_LOG_SETTINGS = "train_log.partial.json"
+
+
 def result_path(stage: str, name: str) -> str:
     """A file of one stage's folder under results/: `results/<stage>/<name>`."""
     return f"{RESULTS}/{stage}/{name}"

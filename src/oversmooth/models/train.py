@@ -9,6 +9,10 @@ time limit), saving its resume state, so that its retry loses nothing.
 Every `keep_weights_every`-th evaluation also keeps the weights of that moment (`kept_weights_path`), from which
 `export_checkpoint` makes a model `<name>@<iteration>` of its own (oversmoothing along training).
 
+The log grows as the training goes: each evaluation appends its row to `train_log.partial.csv` (`append_log_row`:
+one write, synced), which every job of the training continues from its resume state and which becomes train_log.csv
+at the end; `python -m oversmooth.workflow.status` reads it beside a running workflow.
+
 Data order does not depend on the number of processes: every iteration draws `grad_accum`
 micro-batches from one seeded stream, and with DDP rank r takes micro-batches r, r + W, ...; the
 averaged gradient is then the single-process one. Everything that evolves (weights, optimizer,
@@ -22,12 +26,14 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import math
 import os
 import signal
 import sys
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,6 +45,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from oversmooth.core.cluster import SCHEDULING_KEYS
 from oversmooth.core.io import atomic_path, write_json
+from oversmooth.core.layout import PARTIAL_TRAIN_LOG, PARTIAL_TRAIN_LOG_SETTINGS
 from oversmooth.core.logs import JobStopped, get_logger, log_to_file, signal_name
 from oversmooth.core.recovery import delete_and_rerun_advice, restore_advice
 from oversmooth.core.spectra import singular_entropy_gap, singular_values
@@ -221,6 +228,63 @@ def export_checkpoint(train_dir: str | os.PathLike, iteration: int, out: str | o
 
 
 # ----------------------------------------------------------------------------------------------
+# The training log, written as it goes
+
+
+def partial_log_path(out_dir: str | os.PathLike) -> Path:
+    """The log of a training in progress, a row per evaluation as it is made. Not a declared output (Snakemake
+    deletes those before a job runs), so every job of one training (its segments, its retries) grows the same file;
+    when the training ends it is written out as train_log.csv and removed."""
+    return Path(out_dir) / PARTIAL_TRAIN_LOG
+
+
+def partial_log_settings_path(out_dir: str | os.PathLike) -> Path:
+    """Beside the partial log, for its readers: the iteration the training runs to (`max_iters`), its evaluation
+    interval and the end of the running job's segment (`until`, null for the last job)."""
+    return Path(out_dir) / PARTIAL_TRAIN_LOG_SETTINGS
+
+
+def log_text(rows: Iterable[Mapping], header: bool = False) -> str:
+    """Rows of the training log as CSV text, as train_log.csv holds them (the header first if `header`)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=LOG_COLUMNS)
+    if header:
+        writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def start_partial_log(out_dir: str | os.PathLike, rows: Sequence[Mapping], cfg: TrainConfig,
+                      until: int | None) -> None:
+    """Begin a job's partial log, atomically: the header and the rows of the state it resumes from (none from
+    scratch). A resumed job so continues the file with the rows up to its resume point; a row that an earlier
+    attempt wrote after its last saved state is dropped, as this job evaluates that iteration again."""
+    write_json(partial_log_settings_path(out_dir),
+               {"max_iters": cfg.max_iters, "eval_interval": cfg.eval_interval, "until": until})
+    with atomic_path(partial_log_path(out_dir)) as tmp:
+        tmp.write_bytes(log_text(rows, header=True).encode())
+
+
+def append_log_row(out_dir: str | os.PathLike, row: Mapping) -> None:
+    """Append one row to the partial log in a single write, synced to disk: a reader sees whole rows only."""
+    path = partial_log_path(out_dir)
+    data = log_text([row]).encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        written = os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if written != len(data):
+        raise OSError(f"{path}: wrote {written} of a row's {len(data)} bytes (is the disk full?)")
+
+
+def drop_partial_log(out_dir: str | os.PathLike) -> None:
+    partial_log_path(out_dir).unlink(missing_ok=True)
+    partial_log_settings_path(out_dir).unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------------------------------------
 # The loop
 
 
@@ -260,7 +324,8 @@ def estimate_loss(model: torch.nn.Module, data: np.ndarray, cfg: TrainConfig, bl
 
 
 def train_model(spec: TrainSpec) -> TrainState:
-    """Train (or resume) one model; write best.pt, last.pt, train_log.csv and config.json to `spec.out_dir`."""
+    """Train (or resume) one model; write best.pt, last.pt, train_log.csv and config.json to `spec.out_dir`, and the
+    log as it goes to `partial_log_path`."""
     cfg, model_cfg = spec.train_config(), spec.model_config()
     runtime = setup_runtime(cfg.threads)
     if cfg.grad_accum % runtime.world_size:
@@ -283,6 +348,8 @@ def train_model(spec: TrainSpec) -> TrainState:
         log.info("training %s from scratch: %d parameters, %s", spec.name, model.num_parameters(), model_cfg)
         if runtime.is_main:  # weights kept by an earlier run (other settings) must not pass for this one's
             drop_kept_weights(out_dir)
+    if runtime.is_main:
+        start_partial_log(out_dir, state.rows, cfg, spec.until)
     ddp_model = DistributedDataParallel(model) if runtime.world_size > 1 else model
     forward = torch.compile(ddp_model) if cfg.compile else ddp_model
 
@@ -388,6 +455,8 @@ def _evaluate(model, val_data, train_data, cfg, runtime, state, start, spec, bes
         "head_singular_entropy_gap": round(singular_entropy_gap(singular_values(model.output_matrix())), 6),
     }
     state.rows.append(row)
+    if runtime.is_main:
+        append_log_row(spec.out_dir, row)
     if runtime.is_main and _keeps_weights(state.iteration, cfg):
         kept = kept_weights_path(spec.out_dir, state.iteration)
         kept.parent.mkdir(exist_ok=True)
@@ -525,16 +594,14 @@ def _restore(payload: dict, model: GPT, optimizer, data_rng: np.random.Generator
 
 def _write_final(out_dir: Path, spec: TrainSpec, model: GPT, state: TrainState, best_weights: dict | None) -> None:
     """last.pt (final weights), best.pt (lowest validation loss), train_log.csv, config.json (with the iterations whose
-    weights were kept); drop the resume state."""
+    weights were kept); drop the resume state and the partial log."""
     last_val = state.rows[-1]["val_loss"] if state.rows else math.nan
     save_torch(checkpoint_payload(model, state, spec, last_val), out_dir / "last.pt")
     best = checkpoint_payload(model, state, spec, state.best_val_loss)
     best.update(model=best_weights, iteration=state.best_iteration)
     save_torch(best, out_dir / "best.pt")
-    with atomic_path(out_dir / "train_log.csv") as tmp, open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=LOG_COLUMNS)
-        writer.writeheader()
-        writer.writerows(state.rows)
+    with atomic_path(out_dir / "train_log.csv") as tmp:
+        tmp.write_bytes(log_text(state.rows, header=True).encode())
     write_json(
         out_dir / "config.json",
         {
@@ -551,6 +618,7 @@ def _write_final(out_dir: Path, spec: TrainSpec, model: GPT, state: TrainState, 
         },
     )
     resume_path(out_dir).unlink(missing_ok=True)
+    drop_partial_log(out_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

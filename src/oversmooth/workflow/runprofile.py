@@ -25,6 +25,7 @@ from oversmooth.workflow.source import workflow_folder
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 JOB_HEAD = re.compile(r"^(?:local)?rule (\w+):$")
 FINISHED = re.compile(r"^Finished jobid: (\d+)")
+FAILED = re.compile(r"^Error in rule \w+:$")
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 START_UP = re.compile(r"start-up: ([\d.]+) s wall, ([\d.]+) CPU-s")
 ENDED = re.compile(r"job ended: ([\d.]+) s wall, ([\d.]+) CPU-s user, ([\d.]+) CPU-s sys")
@@ -44,6 +45,8 @@ class Job:
     log: str | None = None
     benchmark: str | None = None
     wildcards: str = ""
+    resources: dict[str, str] = field(default_factory=dict)  # what the job asked for: mem_mb, runtime (min), ...
+    failed: bool = False  # its last attempt failed (a restart is a new entry of the same jobid)
 
     @property
     def wall(self) -> float:
@@ -68,16 +71,28 @@ def _paths(value: str) -> list[str]:
     return [p.strip() for p in value.split(", ") if p.strip()]
 
 
+def _resources(value: str) -> dict[str, str]:
+    """`tmpdir=/tmp, mem_mb=4000, runtime=60` as a dict of strings."""
+    return dict(item.split("=", 1) for item in value.split(", ") if "=" in item)
+
+
 def parse_snakemake_log(lines: Iterable[str]) -> dict[int, Job]:
-    """The jobs of a Snakemake run log, by jobid, with their start and (if finished) end times."""
+    """The jobs of a Snakemake run log, by jobid, with their start, (if finished) end times and whether their last
+    attempt failed."""
     jobs: dict[int, Job] = {}
-    stamp, current = None, None
+    stamp, current, failing = None, None, False
     for raw in lines:
         line = raw.rstrip("\n")
         if match := STAMP.match(line):
-            stamp, current = _stamp(match.group(1)), None
+            stamp, current, failing = _stamp(match.group(1)), None, False
         elif (match := JOB_HEAD.match(line)) and stamp is not None:
             current = Job(jobid=-1, rule=match.group(1), start=stamp)
+        elif FAILED.match(line):
+            failing = True
+        elif failing and line.startswith("    jobid: "):
+            if (failed := jobs.get(int(line.split(": ", 1)[1]))) is not None:
+                failed.failed = True
+            failing = False
         elif current is not None and line.startswith("    ") and ": " in line:
             key, value = line.strip().split(": ", 1)
             if key == "jobid":
@@ -93,6 +108,8 @@ def parse_snakemake_log(lines: Iterable[str]) -> dict[int, Job]:
                 current.benchmark = value.strip()
             elif key == "wildcards":
                 current.wildcards = value
+            elif key == "resources":
+                current.resources = _resources(value)
         elif (match := FINISHED.match(line)) and stamp is not None and int(match.group(1)) in jobs:
             jobs[int(match.group(1))].end = stamp
     return jobs
