@@ -45,9 +45,10 @@ resources:
 """
 # No accounting database here: query squeue, submit without an account, look soon after submitting.
 NO_ACCOUNTING = ["--slurm-no-account", "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2"]
-# A group's layer no wider than the node (the profile's group_cpus is a real node's)
+# A group's layer no wider than the node (the profile's group_cpus is a real node's); the profile's groups' names
 NODE_GROUPS = ["--resources", f"group_cpus={os.cpu_count() or 1}"]
-PROFILE_GROUPS = tuple(yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())["group-components"])
+PROFILE_GROUPS = tuple(yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+                       .get("group-components", {}))
 
 
 def missing_requirements() -> str | None:
@@ -207,7 +208,7 @@ def profile_command(workdir: Path, *targets: str, overrides=(), timeout_s: int) 
     """`snakemake --profile profiles/slurm` on the smoke config; SIGINT after `timeout_s` so a hang fails the test."""
     override = workdir / "cluster.yaml"
     override.write_text(CLUSTER_OVERRIDE)
-    command = snakemake_command(workdir, "--profile", str(REPO / "profiles" / "slurm"), *NO_ACCOUNTING, *NODE_GROUPS,
+    command = snakemake_command(workdir, "--profile", str(REPO / "profiles" / "slurm"), *NODE_GROUPS, *NO_ACCOUNTING,
                                 *targets, overrides=[override, *overrides])
     return ["timeout", "-s", "INT", str(timeout_s), *command]
 
