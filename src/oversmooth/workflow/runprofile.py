@@ -67,14 +67,15 @@ def _paths(value: str) -> list[str]:
 
 
 def parse_snakemake_log(lines: Iterable[str]) -> dict[int, Job]:
-    """The jobs of a Snakemake run log, by jobid, with their start and (if finished) end times."""
+    """The jobs of a Snakemake run log, by jobid, with their start and (if finished) end times (a cluster group's
+    jobs, listed indented under its `Group job` line, start when the group does)."""
     jobs: dict[int, Job] = {}
     stamp, current = None, None
     for raw in lines:
         line = raw.rstrip("\n")
-        if match := STAMP.match(line):
+        if match := STAMP.match(line.strip()):
             stamp, current = _stamp(match.group(1)), None
-        elif (match := JOB_HEAD.match(line)) and stamp is not None:
+        elif (match := JOB_HEAD.match(line.strip())) and stamp is not None:
             current = Job(jobid=-1, rule=match.group(1), start=stamp)
         elif current is not None and line.startswith("    ") and ": " in line:
             key, value = line.strip().split(": ", 1)
