@@ -9,9 +9,9 @@ from snakemake.logging import logger
 from snakemake.utils import min_version
 
 import oversmooth
-from oversmooth.workflow.groups import GROUPED_RULES, job_group
 from oversmooth.core.recovery import RUN_VARIABLE, command_line_profiles, run_options, run_record
 from oversmooth.workflow.config import check_paths, check_run_folder, shared_results_warning, validate_config
+from oversmooth.workflow.groups import GROUPED_RULES, job_group
 
 min_version("9.0")
 
