@@ -31,6 +31,7 @@ from oversmooth.analysis.decoding import HEAD_METHODS, decoding_settings
 from oversmooth.generation.mirostat import sampler_decoding_settings
 from oversmooth.core.cluster import SCHEDULING_KEYS, bat_sampling_runtime, token_bat_sampling_seconds
 from oversmooth.core.cluster import job_resources as cluster_job_resources
+from oversmooth.workflow.groups import GROUP_CPUS, group_cpus
 from oversmooth.core.layout import (
     bat_samples_path,
     direct_samples_path,
@@ -208,6 +209,8 @@ def prompts_of(model):
     return token_prompts_path() if is_token_model(model) else data_path("prompts.parquet")
 
 
-def job_resources(kind):
-    """What a job of `kind` (train, head, inference or cpu) asks the scheduler for (cluster.job_resources)."""
-    return cluster_job_resources(config["resources"], kind)
+def job_resources(kind, side_by_side=False):
+    """What a job of `kind` (train, head, inference or cpu) asks the scheduler for (cluster.job_resources), and its
+    share of its cluster group's layer (oversmooth.workflow.groups): `side_by_side` for a CPU job of seconds."""
+    resources = cluster_job_resources(config["resources"], kind)
+    return resources | {GROUP_CPUS: group_cpus(side_by_side and not resources["gpu"])}

@@ -99,7 +99,7 @@ rule select_prompts:
         continuation_bytes=config["sampling"]["continuation_bytes"],
     priority: PRIORITY_PROMPTS
     resources:
-        **job_resources("cpu"),
+        **job_resources("cpu", side_by_side=True),
     log:
         log_path("data", "select_prompts"),
     conda:

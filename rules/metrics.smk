@@ -19,7 +19,7 @@ rule oversmoothing_metrics:
         seed=config["seed"],
     threads: lambda w: config["resources"]["metrics_threads"] if is_token_model(w.model) else 1  # bytes: NumPy, one thread
     resources:
-        **job_resources("cpu"),
+        **job_resources("cpu", side_by_side=True),
     log:
         log_path("metrics", "{model}__{gt}"),
     benchmark:
@@ -48,7 +48,7 @@ rule bat_decode:
         bat=bat_tolerances(HEAD_METHODS),
         seed=config["seed"],
     resources:
-        **job_resources("cpu"),
+        **job_resources("cpu", side_by_side=True),
     log:
         log_path("decoded", "{model}"),
     benchmark:

@@ -15,7 +15,7 @@ rule svd_model:
         source=svd_source(config),
         rank=lambda w: int(w.rank),
     resources:
-        **job_resources("cpu"),
+        **job_resources("cpu", side_by_side=True),
     log:
         log_path("svd", "svd-r{rank}"),
     conda:
@@ -36,7 +36,7 @@ rule effective_rank:
         **library_code("effective_rank"),
         rank={k: config["rank"][k] for k in ("positions", "threshold")},
     resources:
-        **job_resources("cpu"),
+        **job_resources("cpu", side_by_side=True),
     log:
         log_path("rank", "{model}"),
     benchmark:
@@ -56,7 +56,7 @@ rule ngram_rank:
         **library_code("ngram_rank"),
         rank={k: config["rank"][k] for k in ("ngram_n", "ngram_contexts", "ngram_alpha", "threshold", "energy_shares")},
     resources:
-        **job_resources("cpu"),
+        **job_resources("cpu", side_by_side=True),
     log:
         log_path("rank", "ngram_rank"),
     benchmark:
@@ -80,7 +80,7 @@ rule anisotropy:
         positions=config["rank"]["positions"],
         seed=config["seed"],
     resources:
-        **job_resources("cpu"),
+        **job_resources("cpu", side_by_side=True),
     log:
         log_path("rank", "{model}.anisotropy"),
     benchmark:

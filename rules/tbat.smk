@@ -44,7 +44,7 @@ rule unargmaxable:
         settings=config["unargmaxable"],
         seed=config["seed"],
     resources:
-        **job_resources("cpu"),
+        **job_resources("cpu", side_by_side=True),
     log:
         log_path("unargmaxable", "{model}"),
     benchmark:
@@ -71,7 +71,7 @@ rule time_metrics:
         tbat={k: v for k, v in config["tbat"].items() if k not in ("positions", "threads")},
         seed=config["seed"],
     resources:
-        **job_resources("cpu"),
+        **job_resources("cpu", side_by_side=True),
     log:
         log_path("timing", "{model}"),
     benchmark:

@@ -4,7 +4,8 @@ Needs root (slurm.conf must sit at /etc/slurm/slurm.conf: a job step does not se
 packages slurmctld, slurmd, slurm-client and munge. Everything else (munge key and socket, state, spool, logs)
 lives in a temporary folder. A fake GPU (GRES gpu:h100:1 backed by /dev/null) lets GPU rules ask for `gpu: 1`.
 A machine holds one such cluster: `one_cluster_at_a_time` is the lock the `cluster` fixture (tests/conftest.py)
-holds for its lifetime. And what both SLURM test modules use: the profile's command line, the jobs slurmctld knows.
+holds for its lifetime. And what both SLURM test modules use: the profile's command line, the jobs slurmctld knows
+and the rules each ran (one, or a group's).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workflow_helpers import REPO, held_lock, snakemake_command
+import yaml
+from workflow_helpers import REPO, held_lock, rule_blocks, snakemake_command
 
 SLURM_CONF = Path("/etc/slurm/slurm.conf")
 GRES_CONF = Path("/etc/slurm/gres.conf")
@@ -43,6 +45,10 @@ resources:
 """
 # No accounting database here: query squeue, submit without an account, look soon after submitting.
 NO_ACCOUNTING = ["--slurm-no-account", "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2"]
+# A group's layer no wider than the node (the profile's group_cpus is a real node's); the profile's groups' names
+NODE_GROUPS = ["--resources", f"group_cpus={os.cpu_count() or 1}"]
+PROFILE_GROUPS = tuple(yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+                       .get("group-components", {}))
 
 
 def missing_requirements() -> str | None:
@@ -202,8 +208,8 @@ def profile_command(workdir: Path, *targets: str, overrides=(), timeout_s: int) 
     """`snakemake --profile profiles/slurm` on the smoke config; SIGINT after `timeout_s` so a hang fails the test."""
     override = workdir / "cluster.yaml"
     override.write_text(CLUSTER_OVERRIDE)
-    command = snakemake_command(workdir, "--profile", str(REPO / "profiles" / "slurm"), *NO_ACCOUNTING, *targets,
-                                overrides=[override, *overrides])
+    command = snakemake_command(workdir, "--profile", str(REPO / "profiles" / "slurm"), *NODE_GROUPS, *NO_ACCOUNTING,
+                                *targets, overrides=[override, *overrides])
     return ["timeout", "-s", "INT", str(timeout_s), *command]
 
 
@@ -218,6 +224,27 @@ def slurm_jobs(cluster: LocalSlurm) -> list[dict[str, str]]:
 def rule_of(job: dict[str, str]) -> str:
     """The rule name from the plugin's job comment (`rule_<name>` or `rule_<name>_wildcards_<values>`)."""
     return job["Comment"].removeprefix("rule_").split("_wildcards_")[0]
+
+
+def group_of(job: dict[str, str]) -> str | None:
+    """The profile's group a SLURM job ran (the plugin's comment `rule_<group>_<rules>`), None for a job alone."""
+    comment = job["Comment"].removeprefix("rule_")
+    return next((name for name in PROFILE_GROUPS if comment.startswith(f"{name}_")), None)
+
+
+def rules_of(job: dict[str, str]) -> list[str]:
+    """The rules a SLURM job ran: its rule, or its group's (joined by "_" in the comment, in name order, five at
+    most, then "...")."""
+    group = group_of(job)
+    if group is None:
+        return [rule_of(job)]
+    names = sorted({name for _, name, _, _ in rule_blocks()}, key=len, reverse=True)
+    rest, rules = job["Comment"].removeprefix(f"rule_{group}_"), []
+    while rest and rest != "...":
+        rule = next(name for name in names if rest == name or rest.startswith(f"{name}_"))
+        rules.append(rule)
+        rest = rest.removeprefix(rule).removeprefix("_")
+    return rules
 
 
 def wildcards_of(job: dict[str, str]) -> str:

@@ -75,6 +75,38 @@ def test_the_run_log_gives_each_job_its_rule_files_and_times():
     assert jobs[5].end is None  # still running when the log ends
 
 
+GROUP_LOG = """\
+[Tue Nov 24 02:28:10 2026] Group job cpu-short (jobs in lexicogr. order):
+
+    [Tue Nov 24 02:28:10 2026]
+    rule anisotropy:
+        input: results/models/bn-4/best.pt
+        output: results/rank/bn-4.anisotropy.csv
+        jobid: 6
+        wildcards: model=bn-4
+Shell command: None
+
+    [Tue Nov 24 02:28:10 2026]
+    rule effective_rank:
+        input: results/logits/bn-4.hidden.parquet
+        output: results/rank/bn-4.effective_rank.csv
+        jobid: 7
+        wildcards: model=bn-4
+Shell command: None
+[Tue Nov 24 02:29:00 2026]
+Finished jobid: 6 (Rule: anisotropy)
+[Tue Nov 24 02:29:00 2026]
+Finished jobid: 7 (Rule: effective_rank)
+"""
+
+
+def test_a_cluster_group_s_jobs_are_read_from_under_its_group_line():
+    jobs = parse_snakemake_log((RUN_LOG + GROUP_LOG).splitlines())
+    assert [(jobs[i].rule, jobs[i].wildcards, jobs[i].outputs, jobs[i].wall) for i in (6, 7)] == [
+        ("anisotropy", "model=bn-4", ["results/rank/bn-4.anisotropy.csv"], 50.0),
+        ("effective_rank", "model=bn-4", ["results/rank/bn-4.effective_rank.csv"], 50.0)]
+
+
 def test_the_critical_path_follows_the_input_that_came_last():
     chain = critical_path(parse_snakemake_log(RUN_LOG.splitlines()))
     # the logits waited for the training (02:28:10), not the prompts (02:27:15)

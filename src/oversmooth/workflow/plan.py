@@ -12,7 +12,8 @@ The jobs are Snakemake's own (`snakemake -n -F all` on the config). Each job's c
 - the CPU analyses (metrics, TBAT, quality, ...) by seconds per unit (positions x decoding methods, samples, ...)
   measured on the project's machine (one core), plus every job's start-up (Python, torch, Snakemake).
 With --benchmarks, each family's estimate sits beside the measured job time of a finished run (Snakemake's
-benchmark files): the ratio says how far to trust the plan.
+benchmark files): the ratio says how far to trust the plan. The dry run is the SLURM profile's (profiles/slurm): its
+job groups give the submissions beside the jobs (oversmooth.workflow.submissions).
 """
 
 from __future__ import annotations
@@ -51,6 +52,13 @@ from oversmooth.core.cluster import TOKEN_BAT_SAMPLING_S, rate_around, token_bat
 from oversmooth.workflow.config import load_config
 from oversmooth.workflow.outputs import token_tbat_methods, token_tbat_positions
 from oversmooth.workflow.source import workflow_folder
+from oversmooth.workflow.submissions import (
+    PROFILE,
+    Submissions,
+    count_submissions,
+    local_rules,
+    submission_table,
+)
 
 # bf16 dense peak FLOP/s per GPU (vendor data sheets; SXM parts)
 GPU_PEAK = {"a100": 312e12, "h100": 989e12, "h200": 989e12, "l40s": 362e12, "v100": 125e12}
@@ -65,6 +73,8 @@ class Costs:
 
     cpu_flops: float = 7.0e10  # what a training step achieves on one core
     startup_s: float = 2.0  # a job script's imports (within Snakemake's benchmark)
+    snakemake_startup_s: float = 2.5  # a job step's Snakemake reading the workflow (`snakemake --list-rules` on the
+    # thesis config: 2.5 s of CPU), before its job's script starts
     marginal_s_per_position: float = 0.018  # gt-smollm2's beam search per byte position, one core
     marginal_gpu_speedup: float = 20.0  # the same search with the LM on a GPU (batched LM calls): an assumption
     metrics_s_per_position: float = 4.0e-5  # per decoding method at 256 bytes; x (V / 256)^0.8 for larger V
@@ -110,22 +120,30 @@ class JobCost:
 
 @dataclass
 class Job:
-    """One job of the DAG: its rule, wildcards and benchmark file (None for a rule without one)."""
+    """One job of the DAG: its rule, wildcards and benchmark file (None for a rule without one); and, not part of
+    what a job is, its files, GPUs and the index of its group among the dry run's (None: in none)."""
 
     rule: str
     wildcards: dict[str, str] = field(default_factory=dict)
     benchmark: str | None = None
+    inputs: list[str] = field(default_factory=list, compare=False)
+    outputs: list[str] = field(default_factory=list, compare=False)
+    gpus: int = field(default=0, compare=False)
+    group: int | None = field(default=None, compare=False)
 
 
-def dag_jobs(configfiles: Sequence[str | Path], workflow: Path) -> list[Job]:
+def dag_jobs(configfiles: Sequence[str | Path], workflow: Path, profile: Path | None = None) -> list[Job]:
     """Every job `all` needs under these config files, whatever exists already (Snakemake of this Python, on the
     workflow in folder `workflow`, planned in an empty folder of its own: no run folder's files or recorded config
-    take part)."""
+    take part), in the groups of `profile` (a Snakemake profile's folder) where one is given."""
+    configfiles = configfiles or [workflow / "config" / "config.yaml"]  # not a profile's own config file
     with tempfile.TemporaryDirectory(prefix="oversmooth-plan-") as folder:
         command = [sys.executable, "-m", "snakemake", "-s", str(workflow / "Snakefile"), "--directory", folder, "-n",
                    "-F", "all", "--cores", "1"]
-        if configfiles:  # absolute: snakemake runs in the workflow's folder, the user may not
-            command += ["--configfile", *(str(Path(f).resolve()) for f in configfiles)]
+        if profile is not None:
+            command += ["--profile", str(profile)]
+        # absolute: snakemake runs in the workflow's folder, the user may not
+        command += ["--configfile", *(str(Path(f).resolve()) for f in configfiles)]
         out = subprocess.run(command, capture_output=True, text=True, cwd=workflow, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"snakemake -n failed on {configfiles}:\n{out.stderr[-3000:]}")
@@ -133,18 +151,30 @@ def dag_jobs(configfiles: Sequence[str | Path], workflow: Path) -> list[Job]:
 
 
 def parse_dry_run(text: str) -> list[Job]:
-    """Every job a `snakemake -n` listing shows, with its wildcards and benchmark file."""
+    """Every job a `snakemake -n` listing shows, with its wildcards, benchmark file, files, GPUs and group (a group's
+    jobs are listed, indented, under its `Group job` line)."""
     jobs: list[Job] = []
-    for line in text.splitlines():
-        line = line.strip()
+    groups = 0
+    in_group = False
+    for raw in text.splitlines():
+        line = raw.strip()
         match = re.fullmatch(r"(?:local)?rule (\w+):", line)
-        if match:
-            jobs.append(Job(match.group(1)))
+        if re.search(r"\] Group job \S+ ", raw):
+            groups, in_group = groups + 1, True
+        elif match:
+            in_group = in_group and raw[:1].isspace()
+            jobs.append(Job(match.group(1), group=groups - 1 if in_group else None))
         elif jobs and line.startswith("wildcards:"):
             pairs = line.removeprefix("wildcards:").strip().split(", ")
             jobs[-1].wildcards.update(pair.split("=", 1) for pair in pairs if "=" in pair)
         elif jobs and line.startswith("benchmark:"):
             jobs[-1].benchmark = line.removeprefix("benchmark:").strip()
+        elif jobs and line.startswith(("input:", "output:")):
+            files = line.split(":", 1)[1].strip().split(", ")
+            (jobs[-1].inputs if line.startswith("input:") else jobs[-1].outputs).extend(files)
+        elif jobs and line.startswith("resources:"):
+            gpus = re.search(r"\bgpu=(\d+)", line)
+            jobs[-1].gpus = int(gpus.group(1)) if gpus else 0
     return [job for job in jobs if job.rule != "all"]
 
 
@@ -491,7 +521,12 @@ class Plan:
 
     configfiles: list[str]
     config: Mapping
-    jobs: list[Job]
+    jobs: list[Job]  # in the SLURM profile's groups
+    local: frozenset[str]  # the rules whose jobs run where snakemake runs
+
+    def submissions(self) -> Submissions:
+        """What the jobs make on a SLURM cluster under the project's profile: submissions, groups, local jobs."""
+        return count_submissions(self.jobs, self.local)
 
     def planner(self, gpu: str = DEFAULT_GPU, mfu: float = DEFAULT_MFU,
                 decode_mfu: float = DEFAULT_DECODE_MFU) -> Planner:
@@ -517,7 +552,7 @@ class Plan:
     def report(self, gpu: str = DEFAULT_GPU, mfu: float = DEFAULT_MFU, decode_mfu: float = DEFAULT_DECODE_MFU,
                benchmarks: str | Path | None = None) -> str:
         """The plan as `make plan` prints it: the jobs and the largest resume state, then the table per family
-        (with a finished run's `benchmarks`: its measured hours beside)."""
+        (with a finished run's `benchmarks`: its measured hours beside), then the SLURM submissions."""
         table = self.table(gpu, mfu, decode_mfu)
         if benchmarks:
             measured = measured_hours(benchmarks)
@@ -531,18 +566,30 @@ class Plan:
             f"resume state {resume_state_gb(self.config, self.trained_models()):.2f} GB",
             f"GPU-hours on {gpu} at {mfu:.0%} of its bf16 peak (decoding {decode_mfu:.1%}); CPU-hours on one core of "
             "the project's machine",
-            table.to_string(index=False, float_format=lambda v: f"{v:,.2f}")])
+            table.to_string(index=False, float_format=lambda v: f"{v:,.2f}"),
+            *submission_report(self.submissions(), Costs().snakemake_startup_s)])
 
 
 def compute_plan(configfiles: Sequence[str | Path], base: Path | None = None, workflow: Path | None = None) -> Plan:
     """The plan of the workflow's config/config.yaml under `configfiles` (relative paths from `base`, default the
     working folder; the report names them as given): its config and the jobs Snakemake's dry run lists. `workflow`:
-    the workflow's folder (default: `workflow_folder()`'s)."""
+    the workflow's folder (default: `workflow_folder()`'s). The dry run is the SLURM profile's, for its groups."""
     workflow = workflow or workflow_folder()
-    paths = [(base or Path.cwd()) / f for f in configfiles]
+    paths = [(base or Path.cwd()) / f for f in configfiles] or [workflow / "config" / "config.yaml"]
     config = load_config(workflow / "config" / "config.yaml", *paths)
-    jobs = dag_jobs(paths, workflow)
-    return Plan([str(f) for f in configfiles], config, jobs)
+    jobs = dag_jobs(paths, workflow, workflow / PROFILE)
+    return Plan([str(f) for f in configfiles], config, jobs, local_rules(paths, workflow))
+
+
+def submission_report(submissions: Submissions, startup_s: float) -> list[str]:
+    """The lines `make plan` prints on a config's SLURM submissions under the profile, with and without its groups
+    (a Snakemake start-up costing `startup_s`)."""
+    table = submission_table(submissions, startup_s).to_string(index=False, float_format=lambda v: f"{v:,.2f}")
+    return [f"SLURM under {PROFILE}: {submissions.cluster_jobs} jobs on the cluster "
+            f"({submissions.local} on the submit host) in {submissions.submitted} submissions: {submissions.groups} "
+            f"groups, {submissions.alone} alone",
+            f"a submission waits in the queue once and starts a Snakemake ({startup_s:g} s) on its node, as each of "
+            "its jobs does", *table.splitlines()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -78,18 +78,19 @@ def _resources(value: str) -> dict[str, str]:
 
 def parse_snakemake_log(lines: Iterable[str]) -> dict[int, Job]:
     """The jobs of a Snakemake run log, by jobid, with their start, (if finished) end times and whether their last
-    attempt failed."""
+    attempt failed (a cluster group's jobs, listed indented under its `Group job` line, start when the group does;
+    a failed group lists each of its jobs' errors, indented)."""
     jobs: dict[int, Job] = {}
     stamp, current, failing = None, None, False
     for raw in lines:
         line = raw.rstrip("\n")
-        if match := STAMP.match(line):
+        if match := STAMP.match(line.strip()):
             stamp, current, failing = _stamp(match.group(1)), None, False
-        elif (match := JOB_HEAD.match(line)) and stamp is not None:
+        elif (match := JOB_HEAD.match(line.strip())) and stamp is not None:
             current = Job(jobid=-1, rule=match.group(1), start=stamp)
-        elif FAILED.match(line):
+        elif FAILED.match(line.strip()):
             failing = True
-        elif failing and line.startswith("    jobid: "):
+        elif failing and line.strip().startswith("jobid: "):
             if (failed := jobs.get(int(line.split(": ", 1)[1]))) is not None:
                 failed.failed = True
             failing = False
