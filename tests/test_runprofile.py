@@ -107,6 +107,41 @@ def test_a_cluster_group_s_jobs_are_read_from_under_its_group_line():
         ("effective_rank", "model=bn-4", ["results/rank/bn-4.effective_rank.csv"], 50.0)]
 
 
+# What a failed group leaves in the log (a local SLURM run of tests/test_slurm.py): the group's error, its jobs listed
+# by rule and jobid, then each job's error
+FAILED_GROUP_LOG = """\
+[Tue Nov 24 02:29:30 2026]
+    message: Error in group cpu-short
+    log: .snakemake/slurm_logs/group_cpu-short_anisotropy_effective_rank/1.log (check log file(s) for error details)
+    jobs:
+        rule anisotropy:
+            jobid: 6
+            output: results/rank/bn-4.anisotropy.csv
+        rule effective_rank:
+            jobid: 7
+            output: results/rank/bn-4.effective_rank.csv
+    [Tue Nov 24 02:29:30 2026]
+    Error in rule anisotropy:
+        message: None
+        jobid: 6
+        output: results/rank/bn-4.anisotropy.csv
+    [Tue Nov 24 02:29:30 2026]
+    Error in rule effective_rank:
+        message: None
+        jobid: 7
+        output: results/rank/bn-4.effective_rank.csv
+"""
+
+
+def test_a_failed_group_s_jobs_read_failed_and_keep_their_start():
+    """Each job of the group is failed, as Snakemake reports it; the error's list of the group's jobs starts no job."""
+    started = GROUP_LOG.split("[Tue Nov 24 02:29:00 2026]")[0]
+    jobs = parse_snakemake_log((RUN_LOG + started + FAILED_GROUP_LOG).splitlines())
+    assert [(jobs[i].rule, jobs[i].failed, jobs[i].end, jobs[i].start.minute) for i in (6, 7)] == [
+        ("anisotropy", True, None, 28), ("effective_rank", True, None, 28)]
+    assert jobs[7].inputs == ["results/logits/bn-4.hidden.parquet"]
+
+
 def test_the_critical_path_follows_the_input_that_came_last():
     chain = critical_path(parse_snakemake_log(RUN_LOG.splitlines()))
     # the logits waited for the training (02:28:10), not the prompts (02:27:15)

@@ -76,6 +76,13 @@ def _resources(value: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in value.split(", ") if "=" in item)
 
 
+GROUP_INDENT = 4  # a group's jobs, under its `Group job` line; its error lists them deeper, by rule and jobid only
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
 def parse_snakemake_log(lines: Iterable[str]) -> dict[int, Job]:
     """The jobs of a Snakemake run log, by jobid, with their start, (if finished) end times and whether their last
     attempt failed (a cluster group's jobs, listed indented under its `Group job` line, start when the group does;
@@ -86,7 +93,7 @@ def parse_snakemake_log(lines: Iterable[str]) -> dict[int, Job]:
         line = raw.rstrip("\n")
         if match := STAMP.match(line.strip()):
             stamp, current, failing = _stamp(match.group(1)), None, False
-        elif (match := JOB_HEAD.match(line.strip())) and stamp is not None:
+        elif (match := JOB_HEAD.match(line.strip())) and stamp is not None and _indent(line) <= GROUP_INDENT:
             current = Job(jobid=-1, rule=match.group(1), start=stamp)
         elif FAILED.match(line.strip()):
             failing = True
