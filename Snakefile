@@ -11,7 +11,7 @@ from snakemake.utils import min_version
 import oversmooth
 from oversmooth.core.recovery import RUN_VARIABLE, command_line_profiles, run_options, run_record
 from oversmooth.workflow.config import check_paths, check_run_folder, shared_results_warning, validate_config
-from oversmooth.workflow.groups import GROUPED_RULES, job_group
+from oversmooth.workflow.groups import set_cluster_groups
 from oversmooth.workflow.runconfig import (
     REPLACE_KEY, check_run_config, config_files, record_run_config, replace_requested,
 )
@@ -90,14 +90,4 @@ rule all:
 
 # Jobs that share a cluster submission (oversmooth.workflow.groups.job_group): a group is on where the run's
 # `group-components` name it (profiles/slurm), so that a local run, and its dry run, have none.
-def cluster_group(rule_name):
-    def group(wildcards):
-        name = job_group(rule_name, dict(wildcards.items()), config)
-        return name if name in workflow.group_settings.group_components else None
-
-    return group
-
-
-for grouped_rule in workflow.rules:
-    if grouped_rule.name in GROUPED_RULES:
-        grouped_rule.group = cluster_group(grouped_rule.name)
+set_cluster_groups(workflow.rules, lambda: workflow.group_settings.group_components, config)

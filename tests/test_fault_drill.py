@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
@@ -118,6 +119,14 @@ def damage_in_place(path: Path, n: int = 64) -> None:
 def files_source(folder: Path) -> str:
     """An override whose corpus is the files of `folder`."""
     return f"data:\n  sources:\n    - {{kind: files, paths: ['{folder}']}}\n"
+
+
+def attempt_started_since(job_log: Path, moment: datetime) -> bool:
+    """Whether a job's log has an attempt that started after `moment` (its `==== attempt started` line's time)."""
+    if not job_log.exists():
+        return False
+    starts = [line[:23] for line in job_log.read_text(errors="replace").splitlines() if "==== attempt started" in line]
+    return bool(starts) and datetime.strptime(starts[-1], "%Y-%m-%d %H:%M:%S,%f") > moment
 
 
 @pytest.mark.workflow
@@ -257,15 +266,19 @@ def test_the_fault_drill(drill, tmp_path):
     drill.snakemake("all")
     assert drill.complete() and fingerprint(run) == untouched
 
-    # 8. A recovery command interrupted (Ctrl-C) once Snakemake has deleted its output: `all` rebuilds it.
+    # 8. A recovery command interrupted (Ctrl-C) once Snakemake has deleted its output and started its job (a signal
+    # between the two, before the job's process exists, Snakemake may pass over): `all` rebuilds it.
     samples = run / "results" / "samples" / "bn-4.parquet"
     target = "results/samples/bn-4.parquet"
     command = snakemake_command(Path(RUN_FOLDER), "--cores", "2", target, "--forcerun", target, repo=drill.repo)
+    launched = datetime.now()
     recovery = subprocess.Popen(command, cwd=drill.repo, env=drill.env, start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
-    while samples.exists() and recovery.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    job_log = run / "results" / "logs" / "samples" / "bn-4.log"
+    while ((samples.exists() or not attempt_started_since(job_log, launched)) and recovery.poll() is None
+           and time.monotonic() < deadline):
+        time.sleep(0.02)
     assert recovery.poll() is None, "the recovery command ended before it could be interrupted"
     os.killpg(recovery.pid, signal.SIGINT)
     assert recovery.wait(timeout=300) != 0 and not samples.exists()

@@ -1,12 +1,13 @@
 """Jobs that share a cluster submission: Snakemake's job groups, which the SLURM profile (profiles/slurm) turns on by
 naming them in its `group-components`. A group is one queue wait and one Snakemake start-up on a node for several
-jobs of seconds; the Snakefile gives each job of `GROUPED_RULES` its group (`job_group`), and each job a share of its
-group's layer (`group_cpus`). Scheduling only: no job's params or result depend on a group, and no job script
-imports this module, so editing it reruns nothing."""
+jobs of seconds; the Snakefile gives each job of `GROUPED_RULES` its group (`set_cluster_groups`, by `job_group`),
+and each job a share of its group's layer (`group_cpus`). Scheduling only: no job's params or result depend on a
+group, and no job script imports this module, so editing it reruns nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from oversmooth.core.catalog import checkpoint_parts, is_token_model, svd_models, svd_source, trained_models
 
@@ -77,3 +78,21 @@ def job_group(rule: str, wildcards: Mapping[str, str], config: Mapping) -> str |
     if rule in SECONDS_ANALYSES or rule in LONG_ANALYSES:
         return f"cpu-{stage}"
     return None
+
+
+def set_cluster_groups(rules: Iterable[Any], group_components: Callable[[], Mapping[str, int]],
+                       config: Mapping) -> None:
+    """Give each of the workflow's `rules` in GROUPED_RULES its jobs' groups (`job_group`), each group on only where
+    the run's group components (Snakemake's `--group-components`, the SLURM profile's; `group_components()` reads
+    them when a job is made, after Snakemake has read the command line) name it: a run without them has no groups."""
+    for rule in rules:
+        if rule.name in GROUPED_RULES:
+            rule.group = _group_of_jobs(rule.name, group_components, config)
+
+
+def _group_of_jobs(rule: str, group_components: Callable[[], Mapping[str, int]], config: Mapping) -> Callable:
+    def group(wildcards) -> str | None:
+        name = job_group(rule, dict(wildcards.items()), config)
+        return name if name in group_components() else None
+
+    return group
